@@ -1,0 +1,31 @@
+import { buildEntry, type MemoryPolicy, type WriteRequest } from '../core/entry';
+import type { Store } from '../store/db';
+import { entryId, insertNewEntries, type WriteStatus } from '../store/entries';
+
+export interface PersistedEntry {
+  id: string;
+  status: WriteStatus;
+}
+
+/** Soft writes: validated upstream, stored as-is, no model call (design 1.3). */
+export function createWriteActivities(store: Store, policy: MemoryPolicy) {
+  return {
+    /** Persist one batch; each request's entries come back in order with their ids. */
+    async persistWrites(requests: WriteRequest[]): Promise<PersistedEntry[][]> {
+      const built = requests.map((req) =>
+        req.entries.map((e) => {
+          const writtenAt = e.writtenAt!;
+          const id = entryId(
+            req.agentId,
+            e.idempotencyKey
+              ? { idempotencyKey: e.idempotencyKey }
+              : { text: e.text, source: e.source, writtenAt },
+          );
+          return buildEntry(id, req.agentId, { ...e, writtenAt }, policy);
+        }),
+      );
+      const status = await insertNewEntries(store, built.flat());
+      return built.map((entries) => entries.map((e) => ({ id: e._id, status: status.get(e._id)! })));
+    },
+  };
+}

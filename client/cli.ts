@@ -1,0 +1,35 @@
+import { Command, CommanderError } from 'commander';
+import { MemgateError } from '../core/errors';
+import { registerMemoryCommands } from './commands/memory';
+import { registerStackCommands } from './commands/stack';
+import { registerWorkerCommands } from './commands/worker';
+
+/** `memgate`: the operators' command line. Exit code 2 for bad input or configuration, 1 otherwise. */
+export function buildProgram(): Command {
+  const program = new Command('memgate')
+    .description('memory service for long-horizon LLM agents')
+    .exitOverride();
+  registerWorkerCommands(program);
+  registerMemoryCommands(program);
+  registerStackCommands(program);
+  return program;
+}
+
+async function main(argv: string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync(argv);
+    return 0;
+  } catch (err) {
+    if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
+    if (err instanceof MemgateError) {
+      console.error(`error [${err.type}]: ${err.message}`);
+      return err.type === 'InvalidInput' || err.type === 'InvalidConfig' ? 2 : 1;
+    }
+    console.error(err);
+    return 1;
+  }
+}
+
+if (require.main === module) {
+  void main(process.argv).then((code) => process.exit(code));
+}

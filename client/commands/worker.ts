@@ -1,0 +1,49 @@
+import type { Command } from 'commander';
+import { stackDown, stackUp } from '../../scripts/stack';
+import { createMemgateWorker } from '../../worker/worker';
+import { config, resolveEndpoints } from './context';
+
+export function registerWorkerCommands(program: Command): void {
+  program
+    .command('start')
+    .description(
+      'run memgate: the local stack (unless TEMPORAL_ADDRESS and MONGODB_URI are set) and the worker',
+    )
+    .action(async () => {
+      const c = config();
+      let started: string[] = [];
+      let ui = 'the Web UI of your Temporal server';
+      let endpoints = { temporalAddress: c.temporalAddress ?? '', mongoUri: c.mongoUri ?? '' };
+      if (!c.temporalAddress || !c.mongoUri) {
+        const up = await stackUp(c);
+        started = up.started;
+        endpoints = {
+          temporalAddress: c.temporalAddress ?? up.temporalAddress,
+          mongoUri: c.mongoUri ?? up.mongoUri,
+        };
+        if (!c.temporalAddress) ui = up.uiUrl;
+      }
+      try {
+        const handle = await createMemgateWorker(c, endpoints);
+        console.log(
+          `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${endpoints.mongoUri}`,
+        );
+        console.log(`Temporal UI: ${ui}   (Ctrl-C stops everything)`);
+        await handle.run();
+      } finally {
+        if (started.length) {
+          const stopped = await stackDown(c, started);
+          console.log(`stopped: ${stopped.join(', ') || 'nothing'}`);
+        }
+      }
+    });
+
+  program
+    .command('worker')
+    .description('run only the worker, against the configured servers or a running local stack')
+    .action(async () => {
+      const handle = await createMemgateWorker(config(), await resolveEndpoints());
+      console.log(`memgate worker polling task queue ${config().taskQueue}`);
+      await handle.run();
+    });
+}

@@ -1,0 +1,286 @@
+import { z } from 'zod';
+import { EvictionBoundaryError, InvalidConfigError } from './errors';
+
+/**
+ * The one configuration object. Each field is read from one environment variable, validated
+ * on its own so an error names that variable, then checked as a whole. Defaults run on a
+ * laptop with the local stack. `parseConfig` is pure: the caller hands it the environment.
+ */
+
+const port = z.coerce.number().int().min(1).max(65535);
+const positive = z.coerce.number().finite().positive();
+const fraction = z.coerce.number().finite().gt(0).lt(1);
+const count = z.coerce.number().int().positive();
+const text = z.string().trim().min(1);
+const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
+const clock = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'HH:MM, 24-hour');
+const timezone = text.refine((tz) => {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}, 'an IANA time zone such as UTC or Europe/Berlin');
+
+interface Spec<T> {
+  env: string;
+  schema: z.ZodType<T>;
+  allowed: string;
+  /** Default as the environment would spell it; absent means the variable is optional. */
+  default?: string;
+  doc: string;
+}
+
+function spec<T>(s: Spec<T> & { default: string }): Spec<T> & { default: string };
+function spec<T>(s: Spec<T>): Spec<T> & { default?: undefined };
+function spec<T>(s: Spec<T>): Spec<T> {
+  return s;
+}
+
+/** The variables, in the order the README documents them. */
+export const CONFIG_SPECS = {
+  temporalAddress: spec({
+    env: 'TEMPORAL_ADDRESS',
+    schema: text,
+    allowed: 'host:port of a Temporal frontend',
+    doc: 'Temporal server to use; unset starts the local stack',
+  }),
+  temporalNamespace: spec({
+    env: 'TEMPORAL_NAMESPACE',
+    schema: text,
+    allowed: 'a namespace name',
+    default: 'default',
+    doc: 'Temporal namespace',
+  }),
+  taskQueue: spec({
+    env: 'MEMGATE_TASK_QUEUE',
+    schema: text,
+    allowed: 'a task queue name',
+    default: 'memgate',
+    doc: 'task queue of the memgate worker',
+  }),
+  mongoUri: spec({
+    env: 'MONGODB_URI',
+    schema: z.string().regex(/^mongodb(\+srv)?:\/\//, 'mongodb:// or mongodb+srv:// URI'),
+    allowed: 'a mongodb:// or mongodb+srv:// URI',
+    doc: 'MongoDB-protocol server to use; unset starts the local stack',
+  }),
+  database: spec({
+    env: 'MEMGATE_DB',
+    schema: z.string().regex(/^[A-Za-z0-9_-]{1,63}$/),
+    allowed: '1-63 of A-Z a-z 0-9 _ -',
+    default: 'memgate',
+    doc: 'database name',
+  }),
+  stateDir: spec({
+    env: 'MEMGATE_STATE_DIR',
+    schema: text,
+    allowed: 'a directory path',
+    default: '.memgate',
+    doc: 'local stack state (SQLite files, logs, pids)',
+  }),
+  cacheDir: spec({
+    env: 'MEMGATE_CACHE_DIR',
+    schema: text,
+    allowed: 'a directory path',
+    default: '~/.cache/memgate',
+    doc: 'built server binaries, reused across clones',
+  }),
+  temporalPort: spec({
+    env: 'MEMGATE_TEMPORAL_PORT',
+    schema: port,
+    allowed: 'a TCP port 1-65535',
+    default: '7233',
+    doc: 'local Temporal frontend port',
+  }),
+  temporalUiPort: spec({
+    env: 'MEMGATE_TEMPORAL_UI_PORT',
+    schema: port,
+    allowed: 'a TCP port 1-65535',
+    default: '8233',
+    doc: 'local Temporal Web UI port',
+  }),
+  mongoPort: spec({
+    env: 'MEMGATE_MONGO_PORT',
+    schema: port,
+    allowed: 'a TCP port 1-65535',
+    default: '27017',
+    doc: 'local FerretDB port',
+  }),
+  logLevel: spec({
+    env: 'MEMGATE_LOG_LEVEL',
+    schema: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']),
+    allowed: 'TRACE, DEBUG, INFO, WARN or ERROR',
+    default: 'WARN',
+    doc: 'worker log level',
+  }),
+  halfLifeHours: spec({
+    env: 'MEMGATE_HALF_LIFE_HOURS',
+    schema: positive,
+    allowed: 'a positive number of hours',
+    default: '72',
+    doc: 'salience half-life',
+  }),
+  gateThreshold: spec({
+    env: 'MEMGATE_GATE_THRESHOLD',
+    schema: fraction,
+    allowed: 'a number in (0, 1)',
+    default: '0.15',
+    doc: 'recall gate: entries below it are dormant',
+  }),
+  reclaimFloor: spec({
+    env: 'MEMGATE_RECLAIM_FLOOR',
+    schema: fraction,
+    allowed: 'a number in (0, 1), below MEMGATE_GATE_THRESHOLD',
+    default: '0.05',
+    doc: 'eviction floor; must be below the gate',
+  }),
+  refreshWindowHours: spec({
+    env: 'MEMGATE_REFRESH_WINDOW_HOURS',
+    schema: positive,
+    allowed: 'a positive number of hours',
+    default: '168',
+    doc: 'how long after dormantAt a query can still refresh an entry',
+  }),
+  maxTextChars: spec({
+    env: 'MEMGATE_MAX_TEXT_CHARS',
+    schema: count,
+    allowed: 'a positive integer',
+    default: '16000',
+    doc: 'largest entry text accepted',
+  }),
+  maxEntriesPerWrite: spec({
+    env: 'MEMGATE_MAX_ENTRIES_PER_WRITE',
+    schema: count,
+    allowed: 'a positive integer',
+    default: '100',
+    doc: 'most entries one write may carry',
+  }),
+  hotCapacity: spec({
+    env: 'MEMGATE_HOT_CAPACITY',
+    schema: count,
+    allowed: 'a positive integer',
+    default: '250000',
+    doc: 'hot entries per agent before reclaim',
+  }),
+  highWatermark: spec({
+    env: 'MEMGATE_HIGH_WATERMARK',
+    schema: positive,
+    allowed: 'a positive fraction of capacity',
+    default: '1',
+    doc: 'reclaim starts above capacity × this',
+  }),
+  lowWatermark: spec({
+    env: 'MEMGATE_LOW_WATERMARK',
+    schema: positive,
+    allowed: 'a positive fraction of capacity, at most the high watermark',
+    default: '0.9',
+    doc: 'reclaim stops at capacity × this',
+  }),
+  evictLossySubsumed: spec({
+    env: 'MEMGATE_EVICT_LOSSY_SUBSUMED',
+    schema: bool,
+    allowed: 'true or false',
+    default: 'false',
+    doc: 'opt in to deleting dead entries subsumed only by a lossy summary',
+  }),
+  nightlyAt: spec({
+    env: 'MEMGATE_NIGHTLY_AT',
+    schema: clock,
+    allowed: 'HH:MM, 24-hour',
+    default: '03:00',
+    doc: 'local time of the nightly consolidation',
+  }),
+  nightlyTimezone: spec({
+    env: 'MEMGATE_NIGHTLY_TZ',
+    schema: timezone,
+    allowed: 'an IANA time zone',
+    default: 'UTC',
+    doc: 'time zone of MEMGATE_NIGHTLY_AT',
+  }),
+  nightlyCatchupHours: spec({
+    env: 'MEMGATE_NIGHTLY_CATCHUP_HOURS',
+    schema: positive,
+    allowed: 'a positive number of hours',
+    default: '6',
+    doc: 'how late a missed nightly run may still start',
+  }),
+  consolidationConcurrency: spec({
+    env: 'MEMGATE_CONSOLIDATION_CONCURRENCY',
+    schema: count,
+    allowed: 'a positive integer',
+    default: '4',
+    doc: 'agents consolidated at once',
+  }),
+  openaiBaseUrl: spec({
+    env: 'OPENAI_BASE_URL',
+    schema: z.url(),
+    allowed: 'an http(s) URL',
+    doc: 'OpenAI-compatible endpoint; unset uses the local deterministic models',
+  }),
+  openaiApiKey: spec({
+    env: 'OPENAI_API_KEY',
+    schema: text,
+    allowed: 'a non-empty key',
+    doc: 'key for OPENAI_BASE_URL',
+  }),
+  openaiModel: spec({
+    env: 'MEMGATE_OPENAI_MODEL',
+    schema: text,
+    allowed: 'a model name',
+    default: 'gpt-4o-mini',
+    doc: 'model for the OpenAI-compatible adapters',
+  }),
+  openaiTimeoutMs: spec({
+    env: 'MEMGATE_OPENAI_TIMEOUT_MS',
+    schema: count,
+    allowed: 'a positive integer of milliseconds',
+    default: '30000',
+    doc: 'per-request model timeout',
+  }),
+} as const;
+
+type Specs = typeof CONFIG_SPECS;
+type Value<S> = S extends Spec<infer T> ? T : never;
+export type Config = {
+  [K in keyof Specs]: Specs[K] extends { default: string } ? Value<Specs[K]> : Value<Specs[K]> | undefined;
+};
+
+export function parseConfig(env: Record<string, string | undefined>): Config {
+  const out: Record<string, unknown> = {};
+  for (const [key, s] of Object.entries(CONFIG_SPECS) as [string, Spec<unknown>][]) {
+    const raw = env[s.env] === '' ? undefined : env[s.env];
+    const value = raw ?? s.default;
+    if (value === undefined) {
+      out[key] = undefined;
+      continue;
+    }
+    const parsed = s.schema.safeParse(value);
+    if (!parsed.success) throw new InvalidConfigError(s.env, s.allowed, raw);
+    out[key] = parsed.data;
+  }
+  const config = out as Config;
+  assertEvictionBoundary(config.reclaimFloor, config.gateThreshold);
+  if (config.lowWatermark > config.highWatermark) {
+    throw new InvalidConfigError(
+      'MEMGATE_LOW_WATERMARK',
+      CONFIG_SPECS.lowWatermark.allowed,
+      config.lowWatermark,
+    );
+  }
+  if (config.openaiBaseUrl && !config.openaiApiKey) {
+    throw new InvalidConfigError('OPENAI_API_KEY', 'required when OPENAI_BASE_URL is set', undefined);
+  }
+  return config;
+}
+
+/** I4: a floor at or above the gate cannot tell dormant from dead. */
+export function assertEvictionBoundary(reclaimFloor: number, gateThreshold: number): void {
+  if (reclaimFloor >= gateThreshold) {
+    throw new EvictionBoundaryError(
+      `reclaimFloor (${reclaimFloor}) must be below gateThreshold (${gateThreshold}): the policy could not tell dormant from dead`,
+      { reclaimFloor, gateThreshold },
+    );
+  }
+}

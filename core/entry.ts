@@ -1,0 +1,182 @@
+import { z } from 'zod';
+import { atoms } from './atoms';
+import { InvalidInputError, type Issue } from './errors';
+import { dormantAt, HOUR_MS, type Salience } from './salience';
+import { countTokens, terms } from './text';
+
+/** The entry document (design section 3), identical in `entries_hot` and `entries_cold`. */
+export type EntryKind = 'episode' | 'fact' | 'constraint' | 'summary';
+export type Origin = 'user' | 'agent' | 'tool' | 'consolidation';
+export type Tier = 'hot' | 'cold';
+
+export interface Provenance {
+  origin: Origin;
+  sessionId?: string;
+  turn?: number;
+  ref?: string;
+}
+
+export interface Entry {
+  _id: string;
+  agentId: string;
+  kind: EntryKind;
+  text: string;
+  tokens: number;
+  terms: string[];
+  atoms: string[];
+  source: Provenance;
+  writtenAt: number;
+  salience: Salience;
+  /** When salience falls below the gate; default recall requires dormantAt > now. */
+  dormantAt: number;
+  confidence: number;
+  verified: boolean;
+  corroborations: { source: string; at: number }[];
+  validity: { volatile: boolean; freshUntil?: number };
+  /** Set by the expire phase once a volatile fact is past freshUntil; never deleted for it. */
+  expiredAt?: number;
+  /** Subject and attribute of a fact, so a newer fact about the same pair supersedes it. */
+  subject?: string;
+  attribute?: string;
+  isActive: boolean;
+  supersededBy?: string;
+  supersedes?: string;
+  derivedFrom?: string[];
+  lossy_summary?: boolean;
+  lossyReasons?: string[];
+  subsumedBy?: { summaryId: string; lossless: boolean }[];
+  refreshedAt?: number;
+  spilledAt?: number;
+  version: number;
+}
+
+/** Tenant ids are plain identifiers: never an object, never a `$` operator. */
+export const agentIdSchema = z
+  .string()
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/,
+    'an identifier of 1-128 of A-Z a-z 0-9 . _ : - (no $, no spaces)',
+  );
+
+const epochMs = z.number().int().min(0).max(8.64e15);
+
+export interface WriteLimits {
+  maxTextChars: number;
+  maxEntriesPerWrite: number;
+}
+
+export function writeEntrySchema(limits: WriteLimits) {
+  return z
+    .strictObject({
+      text: z
+        .string()
+        .max(limits.maxTextChars, `at most ${limits.maxTextChars} characters`)
+        .refine((t) => t.trim().length > 0, 'must not be empty'),
+      kind: z.enum(['episode', 'fact', 'constraint']).default('episode'),
+      salience: z.number().gt(0, 'must be in (0, 1]').max(1, 'must be in (0, 1]').default(0.5),
+      idempotencyKey: z.string().min(1).max(256).optional(),
+      source: z
+        .strictObject({
+          origin: z.enum(['user', 'agent', 'tool']),
+          sessionId: z.string().min(1).max(256).optional(),
+          turn: z.number().int().min(0).optional(),
+          ref: z.string().min(1).max(1024).optional(),
+        })
+        .default({ origin: 'agent' }),
+      writtenAt: epochMs.optional(),
+      confidence: z.number().min(0).max(1).default(0.5),
+      verified: z.boolean().default(false),
+      volatile: z.boolean().default(false),
+      freshUntil: epochMs.optional(),
+      subject: z.string().min(1).max(256).optional(),
+      attribute: z.string().min(1).max(256).optional(),
+    })
+    .refine((e) => e.freshUntil === undefined || e.volatile, {
+      message: 'freshUntil is only meaningful for a volatile fact',
+      path: ['freshUntil'],
+    })
+    .refine((e) => (e.subject === undefined) === (e.attribute === undefined), {
+      message: 'subject and attribute go together',
+      path: ['attribute'],
+    });
+}
+
+export type WriteEntryInput = z.input<ReturnType<typeof writeEntrySchema>>;
+export type WriteEntry = z.output<ReturnType<typeof writeEntrySchema>>;
+
+export function writeRequestSchema(limits: WriteLimits) {
+  return z.strictObject({
+    agentId: agentIdSchema,
+    entries: z
+      .array(writeEntrySchema(limits))
+      .min(1, 'at least one entry')
+      .max(limits.maxEntriesPerWrite, `at most ${limits.maxEntriesPerWrite} entries per write`),
+  });
+}
+
+export type WriteRequestInput = { agentId: string; entries: WriteEntryInput[] };
+export type WriteRequest = { agentId: string; entries: WriteEntry[] };
+
+export function zodIssues(error: z.ZodError): Issue[] {
+  return error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
+}
+
+/** Parse or throw InvalidInputError; pure, so the workflow's Update validator can run it. */
+export function parseWriteRequest(input: unknown, limits: WriteLimits): WriteRequest {
+  const parsed = writeRequestSchema(limits).safeParse(input);
+  if (!parsed.success) throw new InvalidInputError('invalid write', zodIssues(parsed.error));
+  return parsed.data;
+}
+
+export interface MemoryPolicy {
+  halfLifeMs: number;
+  gateThreshold: number;
+}
+
+export function memoryPolicy(config: { halfLifeHours: number; gateThreshold: number }): MemoryPolicy {
+  return { halfLifeMs: config.halfLifeHours * HOUR_MS, gateThreshold: config.gateThreshold };
+}
+
+/** The stored document for a validated write; `writtenAt` must already be fixed. */
+export function buildEntry(
+  id: string,
+  agentId: string,
+  input: WriteEntry & { writtenAt: number },
+  policy: MemoryPolicy,
+): Entry {
+  const salience = { base: input.salience, at: input.writtenAt };
+  const entry: Entry = {
+    _id: id,
+    agentId,
+    kind: input.kind,
+    text: input.text,
+    tokens: countTokens(input.text),
+    terms: terms(input.text),
+    atoms: atoms(input.text),
+    source: input.source,
+    writtenAt: input.writtenAt,
+    salience,
+    dormantAt: dormantAt(salience, policy.halfLifeMs, policy.gateThreshold),
+    confidence: input.confidence,
+    verified: input.verified,
+    corroborations: [],
+    validity:
+      input.freshUntil === undefined
+        ? { volatile: input.volatile }
+        : { volatile: true, freshUntil: input.freshUntil },
+    isActive: true,
+    version: 1,
+  };
+  if (input.subject !== undefined) {
+    entry.subject = input.subject.toLowerCase();
+    entry.attribute = input.attribute?.toLowerCase();
+  }
+  return entry;
+}
+
+/** expired = volatile && now > freshUntil (design 4.4). */
+export function isExpired(entry: Pick<Entry, 'validity'>, now: number): boolean {
+  return (
+    entry.validity.volatile && entry.validity.freshUntil !== undefined && now > entry.validity.freshUntil
+  );
+}

@@ -1,0 +1,84 @@
+/**
+ * Every error memgate raises is a MemgateError with a stable `type` a caller can switch on.
+ * The same `type` travels through Temporal as the ApplicationFailure type, so a client can
+ * turn a failed Update back into the class it started as (see client/errors.ts).
+ */
+export abstract class MemgateError extends Error {
+  abstract readonly type: MemgateErrorType;
+  /** Whether retrying the same call could succeed (Temporal treats false as non-retryable). */
+  readonly retryable: boolean = false;
+  readonly details: Record<string, unknown>;
+
+  constructor(message: string, details: Record<string, unknown> = {}) {
+    super(message);
+    this.name = new.target.name;
+    this.details = details;
+  }
+}
+
+export type MemgateErrorType =
+  | 'InvalidInput'
+  | 'InvalidConfig'
+  | 'EvictionBoundaryError'
+  | 'RehydrationBlocked'
+  | 'NotFound'
+  | 'Conflict'
+  | 'StackUnavailable';
+
+export interface Issue {
+  /** Dotted path of the offending field, e.g. `entries.2.salience`. */
+  path: string;
+  message: string;
+}
+
+/** Input rejected at a boundary (Update validator, client call, CLI). Nothing was written. */
+export class InvalidInputError extends MemgateError {
+  readonly type = 'InvalidInput' as const;
+  readonly issues: Issue[];
+  constructor(message: string, issues: Issue[] = []) {
+    super(
+      issues.length
+        ? `${message}: ${issues.map((i) => `${i.path || '(root)'}: ${i.message}`).join('; ')}`
+        : message,
+      {
+        issues,
+      },
+    );
+    this.issues = issues;
+  }
+}
+
+/** A configuration value is missing or malformed; names the variable and what is allowed. */
+export class InvalidConfigError extends MemgateError {
+  readonly type = 'InvalidConfig' as const;
+  constructor(
+    readonly variable: string,
+    readonly allowed: string,
+    received: unknown,
+  ) {
+    super(`${variable}=${JSON.stringify(received)} is invalid: ${allowed}`, { variable, allowed, received });
+  }
+}
+
+/**
+ * The eviction policy cannot tell dormant from dead (reclaimFloor >= gateThreshold), or
+ * evicting this entry would let consumers silently substitute stale facts (design 4.1).
+ */
+export class EvictionBoundaryError extends MemgateError {
+  readonly type = 'EvictionBoundaryError' as const;
+}
+
+export class NotFoundError extends MemgateError {
+  readonly type = 'NotFound' as const;
+}
+
+/** The operation conflicts with current state (e.g. unpinning a segment that is not pinned). */
+export class ConflictError extends MemgateError {
+  readonly type = 'Conflict' as const;
+}
+
+/** A server the command needs (Temporal, MongoDB protocol) cannot be reached or obtained. */
+export class StackUnavailableError extends MemgateError {
+  readonly type = 'StackUnavailable' as const;
+  override readonly retryable = true;
+}

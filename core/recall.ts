@@ -1,0 +1,105 @@
+import { z } from 'zod';
+import { agentIdSchema, zodIssues, type Entry, type Tier } from './entry';
+import { InvalidInputError } from './errors';
+import { salienceAt } from './salience';
+import { termSequence, terms } from './text';
+
+export const recallRequestSchema = z.strictObject({
+  agentId: agentIdSchema,
+  query: z
+    .string()
+    .max(4000, 'at most 4000 characters')
+    .refine((q) => terms(q).length > 0, 'must contain at least one searchable word'),
+  k: z.number().int().min(1).max(200).default(10),
+  deep: z.boolean().default(false),
+  /** Evaluate the gate at this instant (simulations and tests); defaults to now. */
+  asOf: z.number().int().min(0).optional(),
+});
+
+export type RecallRequestInput = z.input<typeof recallRequestSchema>;
+export type RecallRequest = z.output<typeof recallRequestSchema>;
+
+export function parseRecallRequest(input: unknown): RecallRequest {
+  const parsed = recallRequestSchema.safeParse(input);
+  if (!parsed.success) throw new InvalidInputError('invalid recall', zodIssues(parsed.error));
+  return parsed.data;
+}
+
+export interface RecallHit {
+  id: string;
+  text: string;
+  kind: Entry['kind'];
+  tier: Tier;
+  /** Below the gate now: only deep recall returns it. */
+  dormant: boolean;
+  salience: number;
+  score: number;
+  lossy_summary: boolean;
+  isActive: boolean;
+  supersededBy?: string;
+  expired: boolean;
+  source: Entry['source'];
+  writtenAt: number;
+}
+
+export interface Candidate {
+  entry: Entry;
+  tier: Tier;
+}
+
+const K1 = 1.2;
+const B = 0.75;
+
+/**
+ * BM25 over the candidate set (which is every entry sharing a term with the query), each
+ * score multiplied by the entry's current salience. Ties go to the newer write.
+ */
+export function rankCandidates(
+  query: string,
+  candidates: Candidate[],
+  opts: { now: number; halfLifeMs: number; gateThreshold: number; k: number },
+): RecallHit[] {
+  const queryTerms = terms(query);
+  const docs = candidates.map((c) => {
+    const seq = termSequence(c.entry.text);
+    const tf = new Map<string, number>();
+    for (const t of seq) tf.set(t, (tf.get(t) ?? 0) + 1);
+    return { c, tf, len: seq.length };
+  });
+  const n = docs.length;
+  const avgLen = n ? docs.reduce((s, d) => s + d.len, 0) / n : 1;
+  const idf = new Map<string, number>();
+  for (const t of queryTerms) {
+    const df = docs.filter((d) => d.tf.has(t)).length;
+    idf.set(t, Math.log(1 + (n - df + 0.5) / (df + 0.5)));
+  }
+  const hits = docs.map(({ c, tf, len }) => {
+    let lexical = 0;
+    for (const t of queryTerms) {
+      const f = tf.get(t) ?? 0;
+      if (f) lexical += idf.get(t)! * ((f * (K1 + 1)) / (f + K1 * (1 - B + (B * len) / Math.max(avgLen, 1))));
+    }
+    const salience = salienceAt(c.entry.salience, opts.now, opts.halfLifeMs);
+    const e = c.entry;
+    const hit: RecallHit = {
+      id: e._id,
+      text: e.text,
+      kind: e.kind,
+      tier: c.tier,
+      dormant: e.dormantAt <= opts.now,
+      salience,
+      score: lexical * salience,
+      lossy_summary: e.lossy_summary === true,
+      isActive: e.isActive,
+      expired: e.validity.volatile && e.validity.freshUntil !== undefined && opts.now > e.validity.freshUntil,
+      source: e.source,
+      writtenAt: e.writtenAt,
+    };
+    if (e.supersededBy) hit.supersededBy = e.supersededBy;
+    return hit;
+  });
+  return hits
+    .filter((h) => h.score > 0)
+    .sort((a, b) => b.score - a.score || b.writtenAt - a.writtenAt)
+    .slice(0, opts.k);
+}

