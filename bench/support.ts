@@ -1,0 +1,69 @@
+import { randomUUID } from 'node:crypto';
+import { MemgateClient } from '../client/client';
+import { parseConfig, type Config } from '../core/config';
+import { stackDown, stackUp } from '../scripts/stack';
+import { createMemgateWorker, type WorkerHandle } from '../worker/worker';
+
+export interface BenchEnv {
+  config: Config;
+  client: MemgateClient;
+  worker: WorkerHandle;
+  endpoints: { temporalAddress: string; mongoUri: string };
+  close(): Promise<void>;
+}
+
+/**
+ * A worker and client on the configured servers (or the local stack, started if needed), in
+ * a database and task queue of their own that are dropped afterwards.
+ */
+export async function startBenchEnv(overrides: Record<string, string> = {}): Promise<BenchEnv> {
+  const id = randomUUID().slice(0, 8);
+  const config = parseConfig({
+    ...process.env,
+    MEMGATE_DB: `bench_${id}`,
+    MEMGATE_TASK_QUEUE: `bench-${id}`,
+    ...overrides,
+  });
+  let started: string[] = [];
+  let endpoints = { temporalAddress: config.temporalAddress ?? '', mongoUri: config.mongoUri ?? '' };
+  if (!config.temporalAddress || !config.mongoUri) {
+    const up = await stackUp(config, (line) => console.error(`[stack] ${line}`));
+    started = up.started;
+    endpoints = {
+      temporalAddress: config.temporalAddress ?? up.temporalAddress,
+      mongoUri: config.mongoUri ?? up.mongoUri,
+    };
+  }
+  const worker = await createMemgateWorker(config, endpoints);
+  const running = worker.run();
+  const client = await MemgateClient.connect(config, endpoints);
+  return {
+    config,
+    client,
+    worker,
+    endpoints,
+    async close() {
+      worker.worker.shutdown();
+      await running;
+      await client.store.db.dropDatabase();
+      await client.close();
+      if (started.length) await stackDown(config, started);
+    },
+  };
+}
+
+export function percentile(sortedMs: number[], p: number): number {
+  if (sortedMs.length === 0) return NaN;
+  const i = Math.min(sortedMs.length - 1, Math.max(0, Math.ceil((p / 100) * sortedMs.length) - 1));
+  return sortedMs[i]!;
+}
+
+export function round(n: number, digits = 2): number {
+  const f = 10 ** digits;
+  return Math.round(n * f) / f;
+}
+
+/** Each benchmark prints exactly one JSON object on stdout; progress goes to stderr. */
+export function emit(result: Record<string, unknown>): void {
+  process.stdout.write(JSON.stringify(result, null, 2) + '\n');
+}
