@@ -11,6 +11,11 @@ export interface TestEnv {
   store: Store;
   worker: WorkerHandle;
   endpoints: { temporalAddress: string; mongoUri: string };
+  /**
+   * An agent id unique to this environment. Workflow ids derive from agent ids and outlive a
+   * test run on the shared server, so a fixed id would reach a workflow of an earlier run.
+   */
+  agent(name: string): string;
   /** Restart the worker (crash tests): shuts the current one down and starts a fresh one. */
   restartWorker(): Promise<void>;
   close(): Promise<void>;
@@ -33,6 +38,7 @@ export async function startTestEnv(overrides: Record<string, string> = {}): Prom
     client,
     store: client.store,
     endpoints,
+    agent: (name) => `${name}-${id}`,
     get worker() {
       return worker;
     },
@@ -43,6 +49,7 @@ export async function startTestEnv(overrides: Record<string, string> = {}): Prom
       running = worker.run();
     },
     async close() {
+      await terminateOpenWorkflows(client, config.taskQueue);
       worker.worker.shutdown();
       await running;
       await client.store.db.dropDatabase();
@@ -50,4 +57,15 @@ export async function startTestEnv(overrides: Record<string, string> = {}): Prom
     },
   };
   return env;
+}
+
+/** Leave no running workflow behind on the shared server. */
+async function terminateOpenWorkflows(client: MemgateClient, taskQueue: string): Promise<void> {
+  const query = `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`;
+  for await (const wf of client.temporal.workflow.list({ query })) {
+    await client.temporal.workflow
+      .getHandle(wf.workflowId, wf.runId)
+      .terminate('test environment closed')
+      .catch(() => undefined);
+  }
 }

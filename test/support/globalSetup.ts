@@ -1,5 +1,5 @@
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { parseConfig } from '../../core/config';
@@ -35,12 +35,14 @@ export default async function setup(project: TestProject) {
   });
   const dir = resolve(config.stateDir, 'test');
   mkdirSync(dir, { recursive: true });
-  const workflowBundlePath = join(dir, 'workflow-bundle.js');
+  // One file per run: test runs side by side must not read each other's half-written bundle.
+  const workflowBundlePath = join(dir, `workflow-bundle-${process.pid}.js`);
   writeFileSync(workflowBundlePath, code);
   project.provide('temporalAddress', temporalAddress);
   project.provide('mongoUri', mongoUri);
   project.provide('workflowBundlePath', workflowBundlePath);
   return async () => {
+    rmSync(workflowBundlePath, { force: true });
     if (started.length && !process.env.MEMGATE_KEEP_STACK) await stackDown(config, started);
   };
 }

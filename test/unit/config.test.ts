@@ -1,0 +1,47 @@
+import { describe, expect, it } from 'vitest';
+import { CONFIG_SPECS, parseConfig } from '../../core/config';
+import { EvictionBoundaryError, InvalidConfigError } from '../../core/errors';
+
+describe('configuration', () => {
+  it('has defaults that run on a laptop', () => {
+    const c = parseConfig({});
+    expect(c.temporalAddress).toBeUndefined();
+    expect(c.mongoUri).toBeUndefined();
+    expect(c.gateThreshold).toBe(0.15);
+    expect(c.halfLifeHours).toBe(72);
+    expect(c.reclaimFloor).toBeLessThan(c.gateThreshold);
+  });
+
+  it('rejects reclaimFloor >= gateThreshold with EvictionBoundaryError (I4)', () => {
+    expect(() => parseConfig({ MEMGATE_RECLAIM_FLOOR: '0.15', MEMGATE_GATE_THRESHOLD: '0.15' })).toThrow(
+      EvictionBoundaryError,
+    );
+    expect(() => parseConfig({ MEMGATE_RECLAIM_FLOOR: '0.5' })).toThrow(EvictionBoundaryError);
+    expect(() => parseConfig({ MEMGATE_RECLAIM_FLOOR: '0.149' })).not.toThrow();
+  });
+
+  it.each([
+    ['MEMGATE_GATE_THRESHOLD', 'abc'],
+    ['MEMGATE_GATE_THRESHOLD', '1.5'],
+    ['MEMGATE_HALF_LIFE_HOURS', '-3'],
+    ['MEMGATE_TEMPORAL_PORT', '70000'],
+    ['MEMGATE_MAX_ENTRIES_PER_WRITE', '2.5'],
+    ['MONGODB_URI', 'http://localhost'],
+    ['MEMGATE_NIGHTLY_AT', '25:00'],
+    ['MEMGATE_NIGHTLY_TZ', 'Mars/Olympus'],
+    ['MEMGATE_EVICT_LOSSY_SUBSUMED', 'yes'],
+  ])('names the variable %s=%s and what is allowed', (variable, value) => {
+    try {
+      parseConfig({ [variable]: value });
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toBeInstanceOf(InvalidConfigError);
+      expect((err as InvalidConfigError).variable).toBe(variable);
+      expect((err as InvalidConfigError).message).toContain(variable);
+    }
+  });
+
+  it('every variable has a description for the README', () => {
+    for (const s of Object.values(CONFIG_SPECS)) expect(s.doc.length).toBeGreaterThan(5);
+  });
+});
