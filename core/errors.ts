@@ -23,7 +23,8 @@ export type MemgateErrorType =
   | 'RehydrationBlocked'
   | 'NotFound'
   | 'Conflict'
-  | 'StackUnavailable';
+  | 'StackUnavailable'
+  | 'ModelError';
 
 export interface Issue {
   /** Dotted path of the offending field, e.g. `entries.2.salience`. */
@@ -81,4 +82,17 @@ export class ConflictError extends MemgateError {
 export class StackUnavailableError extends MemgateError {
   readonly type = 'StackUnavailable' as const;
   override readonly retryable = true;
+}
+
+/**
+ * A model endpoint failed or answered outside its JSON schema. Retryable when another try
+ * could succeed (timeouts, rate limits, server errors, malformed output); Temporal retries it.
+ */
+export class ModelError extends MemgateError {
+  readonly type = 'ModelError' as const;
+  override readonly retryable: boolean;
+  constructor(message: string, retryable: boolean, details: Record<string, unknown> = {}) {
+    super(message, details);
+    this.retryable = retryable;
+  }
 }
