@@ -1,0 +1,173 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  chronological,
+  placeboFor,
+  rankTopK,
+  readContext,
+  retainByImportance,
+  retainFifo,
+  retainGoldControl,
+  retainRandom,
+  retainRedundancyAware,
+  TOP_K,
+  totalTokens,
+  withRestored,
+  type MemoryUnit,
+} from '../../core/auditArms';
+
+function unit(i: number, text: string, tokens = Math.ceil(text.length / 4)): MemoryUnit {
+  return {
+    id: `u${i}`,
+    sessionId: `s${Math.floor(i / 4)}`,
+    turn: i % 4,
+    role: 'user',
+    at: 1000 + i,
+    tokens,
+    text,
+  };
+}
+
+const WORDS = ['coffee', 'bike', 'paris', 'notice', 'period', 'shoe', 'rack', 'garden', 'piano', 'tax'];
+const unitsArb = fc
+  .array(
+    fc.tuple(
+      fc.array(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 6 }),
+      fc.integer({ min: 1, max: 50 }),
+    ),
+    {
+      minLength: 1,
+      maxLength: 40,
+    },
+  )
+  .map((rows) => rows.map(([words, tokens], i) => unit(i, words.join(' '), tokens)));
+
+const retainers: [string, (u: MemoryUnit[], budget: number) => Set<string>][] = [
+  ['fifo', retainFifo],
+  ['random', (u, b) => retainRandom(u, b, 'seed')],
+  ['redundancy', retainRedundancyAware],
+  ['importance', (u, b) => retainByImportance(u, new Map(u.map((x, i) => [x.id, (i * 7) % 10])), b)],
+  ['gold-control', (u, b) => retainGoldControl(u, new Set([u[0]!.id]), b, 'seed')],
+];
+
+describe('eviction arms', () => {
+  it.each(retainers)('%s keeps within the budget and evicts nothing it need not', (_name, retain) => {
+    fc.assert(
+      fc.property(unitsArb, fc.integer({ min: 0, max: 800 }), (units, budget) => {
+        const kept = retain(units, budget);
+        const keptUnits = units.filter((u) => kept.has(u.id));
+        if (totalTokens(units) <= budget) expect(kept.size).toBe(units.length);
+        else {
+          expect(totalTokens(keptUnits)).toBeLessThanOrEqual(budget);
+          expect(kept.size).toBeLessThan(units.length);
+        }
+        expect(retain(units, budget)).toEqual(kept);
+      }),
+    );
+  });
+
+  it('FIFO keeps a newest suffix', () => {
+    fc.assert(
+      fc.property(unitsArb, fc.integer({ min: 0, max: 800 }), (units, budget) => {
+        const kept = retainFifo(units, budget);
+        const flags = chronological(units).map((u) => kept.has(u.id));
+        expect(flags.indexOf(true) === -1 || flags.slice(flags.indexOf(true)).every(Boolean)).toBe(true);
+      }),
+    );
+  });
+
+  it('random nests budgets under one seed and differs across seeds', () => {
+    const units = Array.from({ length: 60 }, (_, i) => unit(i, `${WORDS[i % 10]} ${i}`, 10));
+    const big = retainRandom(units, 300, 'a');
+    const small = retainRandom(units, 100, 'a');
+    for (const id of small) expect(big.has(id)).toBe(true);
+    expect(retainRandom(units, 300, 'b')).not.toEqual(big);
+  });
+
+  it('redundancy-aware evicts a near-duplicate before unique content', () => {
+    const units = [
+      unit(0, 'my bike is a red road bike from paris'),
+      unit(1, 'my bike is a red road bike from paris too'),
+      unit(2, 'the piano tax notice period is thirty days'),
+    ];
+    const kept = retainRedundancyAware(units, totalTokens(units) - 1);
+    expect(kept.has('u2')).toBe(true);
+    expect(kept.size).toBe(2);
+    // Ties go to the older unit.
+    expect(kept.has('u0')).toBe(false);
+  });
+
+  it('importance evicts the lowest scores first', () => {
+    const units = [unit(0, 'aaaa'), unit(1, 'bbbb'), unit(2, 'cccc')];
+    const kept = retainByImportance(
+      units,
+      new Map([
+        ['u0', 9],
+        ['u1', 2],
+        ['u2', 5],
+      ]),
+      2,
+    );
+    expect([...kept].sort()).toEqual(['u0', 'u2']);
+  });
+
+  it('the control evicts gold far more often than random does', () => {
+    let controlGoldLost = 0;
+    let randomGoldLost = 0;
+    for (let q = 0; q < 200; q++) {
+      const units = Array.from({ length: 30 }, (_, i) => unit(i, `${WORDS[i % 10]} ${q}`, 10));
+      const gold = new Set(['u7']);
+      // Budget keeps 80%: the baseline evicts 20% of everything, the control 60% of gold.
+      if (!retainGoldControl(units, gold, 240, `q${q}`).has('u7')) controlGoldLost++;
+      if (!retainRandom(units, 240, `q${q}`).has('u7')) randomGoldLost++;
+    }
+    expect(controlGoldLost).toBeGreaterThan(2 * randomGoldLost);
+    expect(controlGoldLost).toBeGreaterThan(90);
+    expect(controlGoldLost).toBeLessThan(150);
+  });
+});
+
+describe('read conditions', () => {
+  const query = 'where do I keep my shoe rack';
+  const haystack = Array.from({ length: 100 }, (_, i) => unit(i, `${WORDS[i % 10]} day ${i}`, 5));
+
+  it('top-60 returns the best lexical matches, ties broken by recency', () => {
+    const ranked = rankTopK(query, haystack, TOP_K);
+    expect(ranked).toHaveLength(TOP_K);
+    // "shoe" (i%10==5) and "rack" (6) units come first, newest first within each.
+    expect(ranked[0]!.text).toMatch(/shoe|rack/);
+    const zeros = ranked.filter((u) => !/shoe|rack/.test(u.text));
+    expect(zeros.map((u) => u.at)).toEqual([...zeros.map((u) => u.at)].sort((a, b) => b - a));
+  });
+
+  it('top-60 over a store of at most 60 units hands the reader all of it', () => {
+    const small = haystack.slice(0, 40);
+    expect(readContext('top-60', query, small, new Set()).map((u) => u.id)).toEqual(
+      chronological(small).map((u) => u.id),
+    );
+  });
+
+  it('forced-gold puts every surviving gold unit in the context, within 60 units', () => {
+    fc.assert(
+      fc.property(fc.uniqueArray(fc.integer({ min: 0, max: 99 }), { maxLength: 10 }), (goldIdx) => {
+        const gold = new Set(goldIdx.map((i) => `u${i}`));
+        const ctx = readContext('forced-gold', 'unrelated words entirely', haystack, gold);
+        expect(ctx.length).toBe(TOP_K);
+        for (const id of gold) expect(ctx.some((u) => u.id === id)).toBe(true);
+      }),
+    );
+  });
+
+  it('restore appends missing gold within the cap and the placebo matches its length', () => {
+    const context = haystack.slice(0, 3);
+    const gold = [unit(200, 'q'.repeat(40)), unit(201, 'y'.repeat(400)), context[1]!];
+    const { units, added } = withRestored(context, gold, 50);
+    expect(added.map((u) => u.id)).toEqual(['u200', 'u201']);
+    expect(added[1]!.truncated).toBe(true);
+    expect(added.reduce((s, u) => s + u.tokens, 0)).toBe(50);
+    expect(units).toHaveLength(5);
+    const placebo = placeboFor(added, haystack.slice(50, 60));
+    expect(placebo.map((u) => u.text.length)).toEqual(added.map((u) => u.text.length));
+    expect(placebo.every((p) => !p.text.includes('q') && p.id.startsWith('placebo:'))).toBe(true);
+  });
+});
