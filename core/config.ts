@@ -239,6 +239,34 @@ export const CONFIG_SPECS = {
     default: '30000',
     doc: 'per-request model timeout',
   }),
+  windowTokens: spec({
+    env: 'MEMGATE_WINDOW_TOKENS',
+    schema: count,
+    allowed: 'a positive integer of tokens',
+    default: '40000',
+    doc: 'token capacity of a new context window session',
+  }),
+  windowDecay: spec({
+    env: 'MEMGATE_WINDOW_DECAY',
+    schema: fraction,
+    allowed: 'a number in (0, 1)',
+    default: '0.85',
+    doc: 'per-turn salience multiplier of context window segments',
+  }),
+  rehydrationThreshold: spec({
+    env: 'MEMGATE_REHYDRATION_THRESHOLD',
+    schema: fraction,
+    allowed: 'a number in (0, 1)',
+    default: '0.6',
+    doc: 'least salience at which an evicted segment may come back',
+  }),
+  rehydrationMargin: spec({
+    env: 'MEMGATE_REHYDRATION_MARGIN',
+    schema: fraction,
+    allowed: 'a number in (0, 1)',
+    default: '0.1',
+    doc: 'at capacity, how much a rehydrated segment must beat each one it displaces',
+  }),
 } as const;
 
 type Specs = typeof CONFIG_SPECS;

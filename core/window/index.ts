@@ -1,0 +1,4 @@
+export * from './blocked';
+export * from './decide';
+export * from './model';
+export * from './window';

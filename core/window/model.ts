@@ -1,0 +1,187 @@
+import { z } from 'zod';
+import { zodIssues } from '../entry';
+import { InvalidInputError } from '../errors';
+
+/**
+ * A token-budgeted context window (design 4.2). Plain JSON data, so a workflow can hold it,
+ * return it from a Query and carry it across continue-as-new.
+ */
+
+/**
+ * Why a segment must stay. A segment is pinned while it holds any pin; an explicit pin lasts
+ * until unpinned, a tool-loop pin until its loop ends, a turn pin until `expiresAtTurn`.
+ */
+export type Pin =
+  { kind: 'explicit' } | { kind: 'toolLoop'; loopId: string } | { kind: 'untilTurn'; expiresAtTurn: number };
+
+export interface Segment {
+  id: string;
+  tokens: number;
+  /** Current salience: set on admission or by a turn's score, decayed once per turn otherwise. */
+  salience: number;
+  label?: string;
+  pins: Pin[];
+  admittedAtTurn: number;
+  via: 'admit' | 'rehydrate';
+  /** The displacer's side of every swap: the segments this one pushed out on entry. */
+  displaced: string[];
+}
+
+/** The evicted side of a swap. A segment that was never admitted has no record. */
+export interface EvictionRecord {
+  segmentId: string;
+  tokens: number;
+  /** Its salience when it was pushed out. */
+  salience: number;
+  label?: string;
+  turn: number;
+  displacedBy: string;
+  displacerPinned: boolean;
+  /** The displacer's pins at that moment; while one of them holds, the segment stays out. */
+  displacerPins: Pin[];
+}
+
+export interface WindowSettings {
+  capacity: number;
+  /** Salience multiplier applied to every segment at each turn, in (0, 1]. */
+  decay: number;
+  /** A rehydration needs at least this salience. */
+  rehydrationThreshold: number;
+  /** At capacity, the incoming salience must exceed every displaced segment's by this much. */
+  margin: number;
+  /** Refuse rehydrations that would displace a pinned segment. Off only to show the failure it prevents. */
+  pinGuard: boolean;
+}
+
+export interface WindowState {
+  settings: WindowSettings;
+  turn: number;
+  /** Resident segments in admission order. */
+  segments: Segment[];
+  /** Every eviction, oldest first. */
+  evictions: EvictionRecord[];
+}
+
+export interface SegmentRef {
+  id: string;
+  tokens: number;
+  salience: number;
+  label?: string;
+}
+
+export interface PinRef {
+  segmentId: string;
+  pin: Pin;
+}
+
+export const segmentIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/, 'an identifier of 1-128 of A-Z a-z 0-9 . _ : -');
+export const sessionIdSchema = segmentIdSchema;
+export const tokensSchema = z.number().int('must be a whole number of tokens').positive('must be positive');
+export const salienceSchema = z.number().min(0, 'must be in [0, 1]').max(1, 'must be in [0, 1]');
+const turnSchema = z.number().int().min(0);
+const labelSchema = z.string().trim().min(1).max(200);
+
+export const pinSchema = z.discriminatedUnion('kind', [
+  z.strictObject({ kind: z.literal('explicit') }),
+  z.strictObject({ kind: z.literal('toolLoop'), loopId: segmentIdSchema }),
+  z.strictObject({ kind: z.literal('untilTurn'), expiresAtTurn: turnSchema }),
+]);
+
+export const windowSettingsSchema = z.strictObject({
+  capacity: tokensSchema,
+  decay: z.number().gt(0, 'must be in (0, 1]').max(1, 'must be in (0, 1]'),
+  rehydrationThreshold: salienceSchema,
+  margin: salienceSchema,
+  pinGuard: z.boolean().default(true),
+});
+export type WindowSettingsInput = z.input<typeof windowSettingsSchema>;
+
+export const admitSchema = z.strictObject({
+  segmentId: segmentIdSchema,
+  tokens: tokensSchema,
+  salience: salienceSchema,
+  label: labelSchema.optional(),
+  pin: pinSchema.optional(),
+});
+export type AdmitInput = z.input<typeof admitSchema>;
+
+export const rehydrateSchema = z.strictObject({
+  segmentId: segmentIdSchema,
+  /** Its salience now, for the turn that asks for it. */
+  salience: salienceSchema,
+  /** Required only for a segment this window never held. */
+  tokens: tokensSchema.optional(),
+  label: labelSchema.optional(),
+});
+export type RehydrateInput = z.input<typeof rehydrateSchema>;
+
+export const pinRequestSchema = z.strictObject({ segmentId: segmentIdSchema, pin: pinSchema });
+export type PinInput = z.input<typeof pinRequestSchema>;
+
+/** Release a segment's explicit and turn pins, or end a tool loop and release all of its pins. */
+export const unpinSchema = z.union([
+  z.strictObject({ segmentId: segmentIdSchema }),
+  z.strictObject({ loopId: segmentIdSchema }),
+]);
+export type UnpinInput = z.input<typeof unpinSchema>;
+
+export const advanceTurnSchema = z.strictObject({
+  /** This turn's salience for some resident segments; the rest decay. */
+  scores: z.record(segmentIdSchema, salienceSchema).default({}),
+});
+export type AdvanceTurnInput = z.input<typeof advanceTurnSchema>;
+
+export function parseWith<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) throw new InvalidInputError(`invalid ${what}`, zodIssues(parsed.error));
+  return parsed.data;
+}
+
+export function isPinned(segment: Segment): boolean {
+  return segment.pins.length > 0;
+}
+
+export function samePin(a: Pin, b: Pin): boolean {
+  switch (a.kind) {
+    case 'explicit':
+      return b.kind === 'explicit';
+    case 'toolLoop':
+      return b.kind === 'toolLoop' && b.loopId === a.loopId;
+    case 'untilTurn':
+      return b.kind === 'untilTurn' && b.expiresAtTurn === a.expiresAtTurn;
+  }
+}
+
+export function describePin(pin: Pin): string {
+  switch (pin.kind) {
+    case 'explicit':
+      return 'explicit';
+    case 'toolLoop':
+      return `toolLoop:${pin.loopId}`;
+    case 'untilTurn':
+      return `untilTurn:${pin.expiresAtTurn}`;
+  }
+}
+
+export function usedTokens(state: WindowState): number {
+  return state.segments.reduce((sum, s) => sum + s.tokens, 0);
+}
+
+export function segmentRef(s: SegmentRef): SegmentRef {
+  return {
+    id: s.id,
+    tokens: s.tokens,
+    salience: s.salience,
+    ...(s.label !== undefined && { label: s.label }),
+  };
+}
+
+/** The latest eviction of a segment that is not resident now, if it was ever evicted. */
+export function lastEviction(state: WindowState, segmentId: string): EvictionRecord | undefined {
+  for (let i = state.evictions.length - 1; i >= 0; i--) {
+    if (state.evictions[i]!.segmentId === segmentId) return state.evictions[i];
+  }
+  return undefined;
+}
