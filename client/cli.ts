@@ -3,6 +3,7 @@ import { MemgateError } from '../core/errors';
 import { registerMemoryCommands } from './commands/memory';
 import { registerStackCommands } from './commands/stack';
 import { registerWorkerCommands } from './commands/worker';
+import { registerWindowCommands } from './commands/window';
 
 /** `memgate`: the operators' command line. Exit code 2 for bad input or configuration, 1 otherwise. */
 export function buildProgram(): Command {
@@ -12,6 +13,7 @@ export function buildProgram(): Command {
   registerWorkerCommands(program);
   registerMemoryCommands(program);
   registerStackCommands(program);
+  registerWindowCommands(program);
   return program;
 }
 

@@ -8,6 +8,7 @@ import {
   StackUnavailableError,
   type Issue,
 } from '../core/errors';
+import { RehydrationBlocked, type Refusal } from '../core/window/blocked';
 
 /**
  * Turn a failed Temporal call back into the MemgateError class it started as, by the
@@ -22,6 +23,8 @@ export function fromTemporalFailure(err: unknown): unknown {
       return new InvalidInputError(stripIssues(failure.message), (details.issues as Issue[]) ?? []);
     case 'EvictionBoundaryError':
       return new EvictionBoundaryError(failure.message, details);
+    case 'RehydrationBlocked':
+      return new RehydrationBlocked(details as unknown as Refusal);
     case 'NotFound':
       return new NotFoundError(failure.message, details);
     case 'Conflict':

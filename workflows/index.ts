@@ -1,1 +1,2 @@
 export { agentMemory } from './agentMemory';
+export { contextWindow } from './contextWindow';
