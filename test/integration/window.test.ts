@@ -162,6 +162,25 @@ describe('the seed case through the contextWindow workflow', () => {
     );
   });
 
+  it('a run started from carried state (as continue-as-new starts one) decides exactly as before', async () => {
+    let state = openWindow(SEED_SETTINGS);
+    await playSteps(SEED_STEPS, {
+      turn: () => state.turn,
+      advanceTurn: (input) => (state = advanceTurn(state, input).state),
+      admit: (input) => (state = admit(state, input).state),
+    });
+    const session = newSession('carried');
+    await env.client.temporal.workflow.start(contextWindow, {
+      workflowId: contextWindowWorkflowId(session),
+      taskQueue: env.config.taskQueue,
+      args: [{ sessionId: session, settings: SEED_SETTINGS, state }],
+    });
+    expect(await windows.show(session)).toEqual(await windows.show(guarded.session));
+    const err = await caught(windows.rehydrate(session, SEED_REHYDRATION));
+    expect(err).toBeInstanceOf(RehydrationBlocked);
+    expect((err as RehydrationBlocked).reasons).toEqual(['evictedByLivePin', 'wouldDisplacePinned']);
+  });
+
   it('memgate window show prints the window and the eviction records', async () => {
     // Asynchronously: the worker answering the CLI's query runs in this process.
     const run = (...args: string[]) =>
