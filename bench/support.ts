@@ -1,10 +1,13 @@
 import { randomUUID } from 'node:crypto';
+import { terminateOpenWorkflows } from '../client/admin';
 import { MemgateClient } from '../client/client';
 import { parseConfig, type Config } from '../core/config';
 import { stackDown, stackUp } from '../scripts/stack';
 import { createMemgateWorker, type WorkerHandle } from '../worker/worker';
 
 export interface BenchEnv {
+  /** Unique to this run: agent and session ids built on it reach this run's workflows only. */
+  runId: string;
   config: Config;
   client: MemgateClient;
   worker: WorkerHandle;
@@ -38,11 +41,13 @@ export async function startBenchEnv(overrides: Record<string, string> = {}): Pro
   const running = worker.run();
   const client = await MemgateClient.connect(config, endpoints);
   return {
+    runId: id,
     config,
     client,
     worker,
     endpoints,
     async close() {
+      await terminateOpenWorkflows(client.temporal, config.taskQueue, 'benchmark finished');
       worker.worker.shutdown();
       await running;
       await client.store.db.dropDatabase();

@@ -1,11 +1,20 @@
 import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
 import type { Config } from '../core/config';
-import { memoryPolicy, parseWriteRequest, type MemoryPolicy, type WriteRequestInput } from '../core/entry';
+import type { PersistedEntry } from '../activities/write';
+import {
+  memoryPolicy,
+  parseWriteRequest,
+  type MemoryPolicy,
+  type WriteEntry,
+  type WriteLimits,
+  type WriteRequestInput,
+} from '../core/entry';
 import { parseRecallRequest, type RecallRequestInput } from '../core/recall';
 import { openStore, type Store } from '../store/db';
 import { recall, type RecallResult } from '../store/recall';
 import { agentMemory, agentMemoryWorkflowId, writeUpdate, type WriteResult } from '../workflows/agentMemory';
 import { fromTemporalFailure } from './errors';
+import { WriteCoalescer } from './writeCoalescer';
 
 export interface ClientEndpoints {
   temporalAddress: string;
@@ -17,12 +26,21 @@ export interface ClientEndpoints {
  * direct read. Every call validates its input first and throws a MemgateError subclass.
  */
 export class MemgateClient {
+  private readonly limits: WriteLimits;
+  private readonly coalescer: WriteCoalescer;
+
   private constructor(
     readonly temporal: Client,
     readonly store: Store,
     private readonly config: Config,
     private readonly policy: MemoryPolicy,
-  ) {}
+  ) {
+    this.limits = { maxTextChars: config.maxTextChars, maxEntriesPerWrite: config.maxEntriesPerWrite };
+    this.coalescer = new WriteCoalescer(
+      (agentId, entries) => this.sendWrite(agentId, entries),
+      config.maxEntriesPerWrite,
+    );
+  }
 
   static async connect(config: Config, endpoints: ClientEndpoints): Promise<MemgateClient> {
     const connection = await Connection.connect({ address: endpoints.temporalAddress });
@@ -31,24 +49,31 @@ export class MemgateClient {
     return new MemgateClient(temporal, store, config, memoryPolicy(config));
   }
 
-  /** Durable soft write of one or more entries; resolves once they are in MongoDB. */
+  /**
+   * Durable soft write of one or more entries; resolves once they are in MongoDB. Invalid
+   * input is rejected here, entry by entry, before anything is sent.
+   */
   async write(request: WriteRequestInput): Promise<WriteResult> {
-    const limits = {
-      maxTextChars: this.config.maxTextChars,
-      maxEntriesPerWrite: this.config.maxEntriesPerWrite,
-    };
-    const { agentId } = parseWriteRequest(request, limits);
+    const { agentId, entries } = parseWriteRequest(request, this.limits);
+    // Fixed before sending, so a resent write derives the same ids.
+    const now = Date.now();
+    for (const e of entries) e.writtenAt ??= now;
+    return { entries: await this.coalescer.write(agentId, entries) };
+  }
+
+  private async sendWrite(agentId: string, entries: WriteEntry[]): Promise<PersistedEntry[]> {
     const startWorkflowOperation = new WithStartWorkflowOperation(agentMemory, {
       workflowId: agentMemoryWorkflowId(agentId),
       taskQueue: this.config.taskQueue,
       workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [{ agentId, limits }],
+      args: [{ agentId, limits: this.limits }],
     });
     try {
-      return await this.temporal.workflow.executeUpdateWithStart(writeUpdate, {
-        args: [request],
+      const result = await this.temporal.workflow.executeUpdateWithStart(writeUpdate, {
+        args: [{ agentId, entries }],
         startWorkflowOperation,
       });
+      return result.entries;
     } catch (err) {
       throw fromTemporalFailure(err);
     }

@@ -104,7 +104,20 @@ export function writeEntrySchema(limits: WriteLimits) {
 export type WriteEntryInput = z.input<ReturnType<typeof writeEntrySchema>>;
 export type WriteEntry = z.output<ReturnType<typeof writeEntrySchema>>;
 
+const schemaCache = new Map<string, ReturnType<typeof buildWriteRequestSchema>>();
+
+/** Built once per limits: building a zod schema costs far more than running it. */
 export function writeRequestSchema(limits: WriteLimits) {
+  const key = `${limits.maxTextChars}:${limits.maxEntriesPerWrite}`;
+  let schema = schemaCache.get(key);
+  if (!schema) {
+    schema = buildWriteRequestSchema(limits);
+    schemaCache.set(key, schema);
+  }
+  return schema;
+}
+
+function buildWriteRequestSchema(limits: WriteLimits) {
   return z.strictObject({
     agentId: agentIdSchema,
     entries: z

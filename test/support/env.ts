@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
+import { terminateOpenWorkflows } from '../../client/admin';
 import { MemgateClient } from '../../client/client';
 import { parseConfig, type Config } from '../../core/config';
 import { createMemgateWorker, type WorkerHandle } from '../../worker/worker';
@@ -49,7 +50,7 @@ export async function startTestEnv(overrides: Record<string, string> = {}): Prom
       running = worker.run();
     },
     async close() {
-      await terminateOpenWorkflows(client, config.taskQueue);
+      await terminateOpenWorkflows(client.temporal, config.taskQueue, 'test environment closed');
       worker.worker.shutdown();
       await running;
       await client.store.db.dropDatabase();
@@ -57,15 +58,4 @@ export async function startTestEnv(overrides: Record<string, string> = {}): Prom
     },
   };
   return env;
-}
-
-/** Leave no running workflow behind on the shared server. */
-async function terminateOpenWorkflows(client: MemgateClient, taskQueue: string): Promise<void> {
-  const query = `TaskQueue = '${taskQueue}' AND ExecutionStatus = 'Running'`;
-  for await (const wf of client.temporal.workflow.list({ query })) {
-    await client.temporal.workflow
-      .getHandle(wf.workflowId, wf.runId)
-      .terminate('test environment closed')
-      .catch(() => undefined);
-  }
 }

@@ -1,0 +1,69 @@
+import type { PersistedEntry } from '../activities/write';
+import type { WriteEntry } from '../core/entry';
+
+type Send = (agentId: string, entries: WriteEntry[]) => Promise<PersistedEntry[]>;
+
+interface Waiting {
+  entries: WriteEntry[];
+  resolve: (result: PersistedEntry[]) => void;
+  reject: (err: unknown) => void;
+}
+
+/**
+ * Coalesces concurrent writes for one agent into fewer Updates: the first write goes out at
+ * once; writes that arrive while it is in flight ride together in the next Update (up to
+ * the per-write entry limit). No timer, so an idle agent's write pays no extra latency, and
+ * each caller is answered with exactly its own entries once they are durable.
+ */
+export class WriteCoalescer {
+  private readonly queues = new Map<string, { waiting: Waiting[]; inFlight: boolean }>();
+
+  constructor(
+    private readonly send: Send,
+    private readonly maxEntries: number,
+  ) {}
+
+  write(agentId: string, entries: WriteEntry[]): Promise<PersistedEntry[]> {
+    let queue = this.queues.get(agentId);
+    if (!queue) {
+      queue = { waiting: [], inFlight: false };
+      this.queues.set(agentId, queue);
+    }
+    const result = new Promise<PersistedEntry[]>((resolve, reject) =>
+      queue.waiting.push({ entries, resolve, reject }),
+    );
+    if (!queue.inFlight) void this.drain(agentId, queue);
+    return result;
+  }
+
+  private async drain(agentId: string, queue: { waiting: Waiting[]; inFlight: boolean }): Promise<void> {
+    queue.inFlight = true;
+    while (queue.waiting.length > 0) {
+      const batch: Waiting[] = [];
+      let size = 0;
+      while (
+        queue.waiting.length > 0 &&
+        (batch.length === 0 || size + queue.waiting[0]!.entries.length <= this.maxEntries)
+      ) {
+        const next = queue.waiting.shift()!;
+        batch.push(next);
+        size += next.entries.length;
+      }
+      try {
+        const persisted = await this.send(
+          agentId,
+          batch.flatMap((w) => w.entries),
+        );
+        let offset = 0;
+        for (const w of batch) {
+          w.resolve(persisted.slice(offset, offset + w.entries.length));
+          offset += w.entries.length;
+        }
+      } catch (err) {
+        for (const w of batch) w.reject(err);
+      }
+    }
+    queue.inFlight = false;
+    this.queues.delete(agentId);
+  }
+}
