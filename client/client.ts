@@ -13,8 +13,8 @@ import { parseRecallRequest, type RecallRequestInput } from '../core/recall';
 import { openStore, type Store } from '../store/db';
 import { recall, type RecallResult } from '../store/recall';
 import { agentMemory, agentMemoryWorkflowId, writeUpdate, type WriteResult } from '../workflows/agentMemory';
+import { WriteCoalescer } from '../core/writeCoalescer';
 import { fromTemporalFailure } from './errors';
-import { WriteCoalescer } from './writeCoalescer';
 
 export interface ClientEndpoints {
   temporalAddress: string;
@@ -27,7 +27,7 @@ export interface ClientEndpoints {
  */
 export class MemgateClient {
   private readonly limits: WriteLimits;
-  private readonly coalescer: WriteCoalescer;
+  private readonly coalescer: WriteCoalescer<PersistedEntry>;
 
   private constructor(
     readonly temporal: Client,

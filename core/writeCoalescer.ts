@@ -1,11 +1,10 @@
-import type { PersistedEntry } from '../activities/write';
-import type { WriteEntry } from '../core/entry';
+import type { WriteEntry } from './entry';
 
-type Send = (agentId: string, entries: WriteEntry[]) => Promise<PersistedEntry[]>;
+type Send<R> = (agentId: string, entries: WriteEntry[]) => Promise<R[]>;
 
-interface Waiting {
+interface Waiting<R> {
   entries: WriteEntry[];
-  resolve: (result: PersistedEntry[]) => void;
+  resolve: (result: R[]) => void;
   reject: (err: unknown) => void;
 }
 
@@ -15,31 +14,29 @@ interface Waiting {
  * the per-write entry limit). No timer, so an idle agent's write pays no extra latency, and
  * each caller is answered with exactly its own entries once they are durable.
  */
-export class WriteCoalescer {
-  private readonly queues = new Map<string, { waiting: Waiting[]; inFlight: boolean }>();
+export class WriteCoalescer<R> {
+  private readonly queues = new Map<string, { waiting: Waiting<R>[]; inFlight: boolean }>();
 
   constructor(
-    private readonly send: Send,
+    private readonly send: Send<R>,
     private readonly maxEntries: number,
   ) {}
 
-  write(agentId: string, entries: WriteEntry[]): Promise<PersistedEntry[]> {
+  write(agentId: string, entries: WriteEntry[]): Promise<R[]> {
     let queue = this.queues.get(agentId);
     if (!queue) {
       queue = { waiting: [], inFlight: false };
       this.queues.set(agentId, queue);
     }
-    const result = new Promise<PersistedEntry[]>((resolve, reject) =>
-      queue.waiting.push({ entries, resolve, reject }),
-    );
+    const result = new Promise<R[]>((resolve, reject) => queue.waiting.push({ entries, resolve, reject }));
     if (!queue.inFlight) void this.drain(agentId, queue);
     return result;
   }
 
-  private async drain(agentId: string, queue: { waiting: Waiting[]; inFlight: boolean }): Promise<void> {
+  private async drain(agentId: string, queue: { waiting: Waiting<R>[]; inFlight: boolean }): Promise<void> {
     queue.inFlight = true;
     while (queue.waiting.length > 0) {
-      const batch: Waiting[] = [];
+      const batch: Waiting<R>[] = [];
       let size = 0;
       while (
         queue.waiting.length > 0 &&

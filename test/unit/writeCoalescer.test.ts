@@ -1,0 +1,71 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { WriteEntry } from '../../core/entry';
+import { WriteCoalescer } from '../../core/writeCoalescer';
+
+const entry = (text: string) => ({ text }) as WriteEntry;
+
+describe('WriteCoalescer', () => {
+  it('answers every caller with exactly its own entries, in order, in batches within the limit', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.tuple(fc.constantFrom('a', 'b', 'c'), fc.integer({ min: 1, max: 5 }), fc.nat(3)), {
+          minLength: 1,
+          maxLength: 40,
+        }),
+        fc.integer({ min: 5, max: 12 }),
+        async (writes, max) => {
+          const sent: { agentId: string; size: number }[] = [];
+          const coalescer = new WriteCoalescer<string>(async (agentId, entries) => {
+            sent.push({ agentId, size: entries.length });
+            await new Promise((r) => setTimeout(r, 1));
+            return entries.map((e) => `${agentId}:${e.text}`);
+          }, max);
+          const calls = writes.map(async ([agentId, n, delay], i) => {
+            await new Promise((r) => setTimeout(r, delay));
+            const texts = Array.from({ length: n }, (_, j) => `${i}.${j}`);
+            const got = await coalescer.write(agentId, texts.map(entry));
+            expect(got).toEqual(texts.map((t) => `${agentId}:${t}`));
+          });
+          await Promise.all(calls);
+          expect(sent.every((s) => s.size <= max)).toBe(true);
+          expect(sent.reduce((n, s) => n + s.size, 0)).toBe(writes.reduce((n, [, k]) => n + k, 0));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('sends writes that arrive while one is in flight together, and an idle write at once', async () => {
+    const sizes: number[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const coalescer = new WriteCoalescer<number>(async (_agent, entries) => {
+      sizes.push(entries.length);
+      if (sizes.length === 1) await gate;
+      return entries.map((_, i) => i);
+    }, 100);
+    const first = coalescer.write('a', [entry('1')]);
+    const rest = [coalescer.write('a', [entry('2')]), coalescer.write('a', [entry('3'), entry('4')])];
+    release();
+    await Promise.all([first, ...rest]);
+    expect(sizes).toEqual([1, 3]);
+  });
+
+  it('fails every caller of a failed batch, and only them', async () => {
+    let calls = 0;
+    const coalescer = new WriteCoalescer<number>(async (_agent, entries) => {
+      calls++;
+      if (calls === 2) throw new Error('boom');
+      await new Promise((r) => setTimeout(r, 5));
+      return entries.map(() => calls);
+    }, 100);
+    const first = coalescer.write('a', [entry('1')]);
+    const second = coalescer.write('a', [entry('2')]);
+    const third = coalescer.write('a', [entry('3')]);
+    await expect(first).resolves.toEqual([1]);
+    await expect(second).rejects.toThrow('boom');
+    await expect(third).rejects.toThrow('boom');
+    await expect(coalescer.write('a', [entry('4')])).resolves.toEqual([3]);
+  });
+});
