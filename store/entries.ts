@@ -92,3 +92,30 @@ export async function getEntry(store: Store, agentId: string, id: string): Promi
   const cold = await store.cold.findOne({ _id: id, agentId });
   return cold ? { entry: cold, tier: 'cold' } : undefined;
 }
+
+/**
+ * How many documents the server examines for a default-recall candidate query, from the
+ * server's own explain: MongoDB reports it; FerretDB reports whether the filter was pushed
+ * down, and without pushdown it examines every document of the collection.
+ */
+export async function explainCandidateScan(
+  store: Store,
+  f: CandidateFilter,
+): Promise<{ docsExamined: number; source: string }> {
+  const plan = (await store.hot
+    .find({ agentId: f.agentId, terms: { $in: f.terms }, dormantAt: { $gt: f.now }, isActive: true })
+    .explain('executionStats')) as {
+    executionStats?: { totalDocsExamined?: number };
+    filterPushdown?: boolean;
+  };
+  if (typeof plan.executionStats?.totalDocsExamined === 'number') {
+    return {
+      docsExamined: plan.executionStats.totalDocsExamined,
+      source: 'explain.executionStats.totalDocsExamined',
+    };
+  }
+  return {
+    docsExamined: await store.hot.estimatedDocumentCount(),
+    source: `collection size (filterPushdown: ${plan.filterPushdown})`,
+  };
+}

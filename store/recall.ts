@@ -19,6 +19,8 @@ export interface RecallResult {
   /** Deep recall only: deleted entries whose terms match the query (I11). */
   missing?: MissingEvidence[];
   asOf: number;
+  /** Entries that shared a term with the query and passed the tier filters: what was ranked. */
+  candidates: number;
 }
 
 /**
@@ -35,7 +37,7 @@ export async function recall(store: Store, req: RecallRequest, policy: MemoryPol
     deep: req.deep,
   });
   const hits = rankCandidates(req.query, candidates, { now, k: req.k, ...policy });
-  const result: RecallResult = { hits, asOf: now };
+  const result: RecallResult = { hits, asOf: now, candidates: candidates.length };
   if (req.deep) {
     const stones = await store.tombstones
       .find({ agentId: req.agentId, terms: { $in: queryTerms } })
