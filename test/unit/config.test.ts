@@ -1,6 +1,8 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_SPECS, parseConfig } from '../../core/config';
 import { EvictionBoundaryError, InvalidConfigError } from '../../core/errors';
+import { configTable, normaliseTable, README, readmeTable } from '../../scripts/config-docs';
 
 describe('configuration', () => {
   it('has defaults that run on a laptop', () => {
@@ -43,5 +45,12 @@ describe('configuration', () => {
 
   it('every variable has a description for the README', () => {
     for (const s of Object.values(CONFIG_SPECS)) expect(s.doc.length).toBeGreaterThan(5);
+  });
+});
+
+describe('the README', () => {
+  it('documents every configuration variable with its default (regenerate with scripts/config-docs.ts)', () => {
+    const readme = readFileSync(README, 'utf8');
+    expect(normaliseTable(readmeTable(readme) ?? '')).toBe(normaliseTable(configTable()));
   });
 });

@@ -1,0 +1,48 @@
+/**
+ * The README's configuration table, generated from the one configuration schema:
+ * `npx tsx scripts/config-docs.ts` rewrites it in place; a unit test fails when it is stale.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { CONFIG_SPECS } from '../core/config';
+
+const START = '<!-- config-table:start -->';
+const END = '<!-- config-table:end -->';
+export const README = join(__dirname, '..', 'README.md');
+
+export function configTable(): string {
+  const rows = Object.values(CONFIG_SPECS).map(
+    (s) =>
+      `| \`${s.env}\` | ${s.default === undefined ? '(unset)' : `\`${s.default}\``} | ${s.doc}; ${s.allowed} |`,
+  );
+  return ['| variable | default | meaning; allowed values |', '| --- | --- | --- |', ...rows].join('\n');
+}
+
+/** The README's current table, or undefined when its markers are missing. */
+export function readmeTable(readme: string): string | undefined {
+  const a = readme.indexOf(START);
+  const b = readme.indexOf(END);
+  return a < 0 || b < a ? undefined : readme.slice(a + START.length, b).trim();
+}
+
+/** A table with Prettier's column padding taken out, for comparing content only. */
+export function normaliseTable(table: string): string {
+  return table
+    .split('\n')
+    .map((row) =>
+      row
+        .split('|')
+        .map((cell) => cell.trim())
+        .map((cell) => (/^-+$/.test(cell) ? '---' : cell))
+        .join('|'),
+    )
+    .join('\n');
+}
+
+if (require.main === module) {
+  const readme = readFileSync(README, 'utf8');
+  const a = readme.indexOf(START);
+  const b = readme.indexOf(END);
+  if (a < 0 || b < a) throw new Error(`README.md lacks the ${START} … ${END} markers`);
+  writeFileSync(README, `${readme.slice(0, a + START.length)}\n${configTable()}\n${readme.slice(b)}`);
+}
