@@ -79,12 +79,11 @@ export async function openStore(uri: string, database: string): Promise<Store> {
 /** The indexes of design section 3. Idempotent; FerretDB accepts them and scans anyway. */
 export async function ensureIndexes(store: Store): Promise<void> {
   for (const tier of [store.hot, store.cold]) {
-    await tier.createIndexes([
-      { key: { agentId: 1, dormantAt: 1 } },
-      { key: { agentId: 1, terms: 1 } },
-      { key: { agentId: 1, writtenAt: 1 } },
-      { key: { agentId: 1, supersededBy: 1 } },
-    ]);
+    // One index per command: FerretDB 1.24 drops the connection when a multi-index
+    // createIndexes names indexes that already exist (every start after the first).
+    for (const field of ['dormantAt', 'terms', 'writtenAt', 'supersededBy']) {
+      await tier.createIndex({ agentId: 1, [field]: 1 });
+    }
   }
   await store.tombstones.createIndex({ agentId: 1, terms: 1 });
   await store.ledger.createIndex({ agentId: 1, at: 1 });
