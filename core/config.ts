@@ -213,6 +213,34 @@ export const CONFIG_SPECS = {
     default: '4',
     doc: 'agents consolidated at once',
   }),
+  refreshSalience: spec({
+    env: 'MEMGATE_REFRESH_SALIENCE',
+    schema: z.coerce.number().finite().gt(0).max(1),
+    allowed: 'a number in (0, 1], above MEMGATE_GATE_THRESHOLD',
+    default: '0.5',
+    doc: 'salience a query-refreshed entry restarts from',
+  }),
+  clusterSimilarity: spec({
+    env: 'MEMGATE_CLUSTER_SIMILARITY',
+    schema: fraction,
+    allowed: 'a number in (0, 1)',
+    default: '0.6',
+    doc: 'lexical (cosine) similarity at which entries are near-duplicates',
+  }),
+  clusterNeighbours: spec({
+    env: 'MEMGATE_CLUSTER_NEIGHBOURS',
+    schema: count,
+    allowed: 'a positive integer',
+    default: '4',
+    doc: 'top-K neighbours merged with an entry into one summary',
+  }),
+  lifecycleBatch: spec({
+    env: 'MEMGATE_LIFECYCLE_BATCH',
+    schema: count,
+    allowed: 'a positive integer',
+    default: '500',
+    doc: 'entries per batch (and heartbeat) in the nightly phases',
+  }),
   openaiBaseUrl: spec({
     env: 'OPENAI_BASE_URL',
     schema: z.url(),
@@ -295,6 +323,13 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       'MEMGATE_LOW_WATERMARK',
       CONFIG_SPECS.lowWatermark.allowed,
       config.lowWatermark,
+    );
+  }
+  if (config.refreshSalience <= config.gateThreshold) {
+    throw new InvalidConfigError(
+      'MEMGATE_REFRESH_SALIENCE',
+      CONFIG_SPECS.refreshSalience.allowed,
+      config.refreshSalience,
     );
   }
   if (config.openaiBaseUrl && !config.openaiApiKey) {

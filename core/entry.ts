@@ -41,6 +41,8 @@ export interface Entry {
   isActive: boolean;
   supersededBy?: string;
   supersedes?: string;
+  /** Set by `memgate restore`: only a fact written after it supersedes this one again. */
+  restoredAt?: number;
   derivedFrom?: string[];
   lossy_summary?: boolean;
   lossyReasons?: string[];

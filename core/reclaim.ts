@@ -1,0 +1,177 @@
+import { assertEvictionBoundary } from './config';
+import type { Entry, EntryKind } from './entry';
+import { reclaimAction, type EvictionInput, type ReclaimAction } from './eviction';
+import { HOUR_MS } from './salience';
+
+/**
+ * What a reclaim ranking may see of an entry: storage signals only (I2). It is built field
+ * by field from the entry, so neither the type nor the object carries salience or anything
+ * derived from it (`dormantAt`, the gate).
+ */
+export interface StorageView {
+  readonly id: string;
+  readonly kind: EntryKind;
+  readonly tokens: number;
+  readonly writtenAt: number;
+  /** The last time the document was written: the original write or a refresh. */
+  readonly lastWriteAt: number;
+  readonly volatile: boolean;
+  readonly freshUntil?: number;
+  /** Explicitly invalidated: superseded or expired. */
+  readonly invalidated: boolean;
+}
+
+/** The order in which reclaim takes candidates; the first in order is reclaimed first. */
+export interface ReclaimRanking {
+  readonly name: string;
+  compare(a: StorageView, b: StorageView): number;
+}
+
+export const oldestWriteFirst: ReclaimRanking = {
+  name: 'oldest-write-first',
+  compare: (a, b) => a.lastWriteAt - b.lastWriteAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
+};
+
+/** The fields of an entry reclaim reads: storage signals plus the two-key check's facts. */
+export type ReclaimEntry = Pick<
+  Entry,
+  | '_id'
+  | 'kind'
+  | 'tokens'
+  | 'writtenAt'
+  | 'refreshedAt'
+  | 'validity'
+  | 'expiredAt'
+  | 'isActive'
+  | 'dormantAt'
+  | 'subsumedBy'
+>;
+
+export function storageView(e: ReclaimEntry): StorageView {
+  const view: {
+    -readonly [K in keyof StorageView]: StorageView[K];
+  } = {
+    id: e._id,
+    kind: e.kind,
+    tokens: e.tokens,
+    writtenAt: e.writtenAt,
+    lastWriteAt: Math.max(e.writtenAt, e.refreshedAt ?? e.writtenAt),
+    volatile: e.validity.volatile,
+    invalidated: !e.isActive || e.expiredAt !== undefined,
+  };
+  if (e.validity.freshUntil !== undefined) view.freshUntil = e.validity.freshUntil;
+  return view;
+}
+
+export interface ReclaimPolicy {
+  hotCapacity: number;
+  highWatermark: number;
+  lowWatermark: number;
+  reclaimFloor: number;
+  gateThreshold: number;
+  refreshWindowMs: number;
+  evictLossySubsumed: boolean;
+}
+
+export function reclaimPolicy(config: {
+  hotCapacity: number;
+  highWatermark: number;
+  lowWatermark: number;
+  reclaimFloor: number;
+  gateThreshold: number;
+  refreshWindowHours: number;
+  evictLossySubsumed: boolean;
+}): ReclaimPolicy {
+  return {
+    hotCapacity: config.hotCapacity,
+    highWatermark: config.highWatermark,
+    lowWatermark: config.lowWatermark,
+    reclaimFloor: config.reclaimFloor,
+    gateThreshold: config.gateThreshold,
+    refreshWindowMs: config.refreshWindowHours * HOUR_MS,
+    evictLossySubsumed: config.evictLossySubsumed,
+  };
+}
+
+/** How many hot entries must leave: none up to the high watermark, else down to the low one. */
+export function reclaimTarget(hotCount: number, policy: ReclaimPolicy): number {
+  if (hotCount <= policy.hotCapacity * policy.highWatermark) return 0;
+  return Math.max(0, hotCount - Math.floor(policy.hotCapacity * policy.lowWatermark));
+}
+
+export interface ReclaimStep {
+  id: string;
+  action: ReclaimAction['action'];
+  why: string;
+  /** Position in the storage ranking (0 = reclaimed first). */
+  rank: number;
+  /** The two-key check's inputs, for the ledger. */
+  inputs: EvictionInput;
+  /** The summary standing in for an evicted entry, and whether it lost facts. */
+  standIn?: { summaryId: string; lossy: boolean };
+}
+
+/**
+ * The reclaim plan (design 4.1): rank every hot entry by storage signals alone, take the
+ * first `reclaimTarget` of them, and for each apply `reclaimAction` — evict only what the
+ * two-key check proves dead, spill everything else. Salience enters only as the `gated`
+ * yes/no of the eviction input, after the candidates are chosen (I1, I2).
+ */
+export function planReclaim(
+  hot: readonly ReclaimEntry[],
+  asOf: number,
+  policy: ReclaimPolicy,
+  ranking: ReclaimRanking = oldestWriteFirst,
+): ReclaimStep[] {
+  // I4: a policy that cannot tell dormant from dead plans nothing, even with room to spare.
+  assertEvictionBoundary(policy.reclaimFloor, policy.gateThreshold);
+  const need = reclaimTarget(hot.length, policy);
+  if (need === 0) return [];
+  const byId = new Map(hot.map((e) => [e._id, e]));
+  const ranked = hot.map(storageView).sort((a, b) => ranking.compare(a, b));
+  return ranked.slice(0, need).map((view, rank) => {
+    const entry = byId.get(view.id)!;
+    const inputs = evictionInput(entry, asOf, policy);
+    const result = reclaimAction(inputs, { evictLossySubsumed: policy.evictLossySubsumed });
+    const step: ReclaimStep = {
+      id: entry._id,
+      action: result.action,
+      why: result.decision.why,
+      rank,
+      inputs,
+    };
+    if (result.action === 'evict') {
+      const standIn = pickStandIn(entry, policy.evictLossySubsumed);
+      if (standIn) step.standIn = standIn;
+    }
+    return step;
+  });
+}
+
+/** The facts of the two-key check for one entry at `asOf`. */
+export function evictionInput(entry: ReclaimEntry, asOf: number, policy: ReclaimPolicy): EvictionInput {
+  const subsumers = entry.subsumedBy ?? [];
+  return {
+    reclaimFloor: policy.reclaimFloor,
+    gateThreshold: policy.gateThreshold,
+    gated: entry.dormantAt <= asOf,
+    // Key A: the nightly refresh reads every gated hot entry and every cold one.
+    reachable: true,
+    refreshWindowElapsed: asOf > entry.dormantAt + policy.refreshWindowMs,
+    subsumedLosslessly: subsumers.some((s) => s.lossless),
+    lossySummaryFlagged: subsumers.some((s) => !s.lossless),
+    // Reclaim is the explicit capacity policy under which a live entry may leave hot.
+    livePolicy: 'capacity',
+  };
+}
+
+function pickStandIn(
+  entry: ReclaimEntry,
+  evictLossySubsumed: boolean,
+): { summaryId: string; lossy: boolean } | undefined {
+  const subsumers = entry.subsumedBy ?? [];
+  const lossless = subsumers.find((s) => s.lossless);
+  if (lossless) return { summaryId: lossless.summaryId, lossy: false };
+  const lossy = evictLossySubsumed ? subsumers.find((s) => !s.lossless) : undefined;
+  return lossy ? { summaryId: lossy.summaryId, lossy: true } : undefined;
+}
