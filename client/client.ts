@@ -1,4 +1,4 @@
-import { Client, Connection, WithStartWorkflowOperation } from '@temporalio/client';
+import { Client, Connection, WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
 import type { Config } from '../core/config';
 import type { PersistedEntry } from '../activities/write';
 import {
@@ -16,6 +16,9 @@ import { agentMemory, agentMemoryWorkflowId, writeUpdate, type WriteResult } fro
 import { WriteCoalescer } from '../core/writeCoalescer';
 import { fromTemporalFailure } from './errors';
 
+/** Agents whose workflow this client has seen running; a bound on memory, not a cache policy. */
+const MAX_REMEMBERED_AGENTS = 10_000;
+
 export interface ClientEndpoints {
   temporalAddress: string;
   mongoUri: string;
@@ -28,6 +31,7 @@ export interface ClientEndpoints {
 export class MemgateClient {
   private readonly limits: WriteLimits;
   private readonly coalescer: WriteCoalescer<PersistedEntry>;
+  private readonly runningAgents = new Set<string>();
 
   private constructor(
     readonly temporal: Client,
@@ -62,21 +66,40 @@ export class MemgateClient {
   }
 
   private async sendWrite(agentId: string, entries: WriteEntry[]): Promise<PersistedEntry[]> {
-    const startWorkflowOperation = new WithStartWorkflowOperation(agentMemory, {
-      workflowId: agentMemoryWorkflowId(agentId),
-      taskQueue: this.config.taskQueue,
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [{ agentId, limits: this.limits }],
-    });
+    const workflowId = agentMemoryWorkflowId(agentId);
+    const args: [WriteRequestInput] = [{ agentId, entries }];
     try {
+      // A plain Update costs the server less than update-with-start; use it once this client
+      // has seen the agent's workflow running, and fall back if it has since closed.
+      if (this.runningAgents.has(agentId)) {
+        try {
+          return (await this.temporal.workflow.getHandle(workflowId).executeUpdate(writeUpdate, { args }))
+            .entries;
+        } catch (err) {
+          if (!(err instanceof WorkflowNotFoundError)) throw err;
+          this.runningAgents.delete(agentId);
+        }
+      }
+      const startWorkflowOperation = new WithStartWorkflowOperation(agentMemory, {
+        workflowId,
+        taskQueue: this.config.taskQueue,
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        args: [{ agentId, limits: this.limits }],
+      });
       const result = await this.temporal.workflow.executeUpdateWithStart(writeUpdate, {
-        args: [{ agentId, entries }],
+        args,
         startWorkflowOperation,
       });
+      this.rememberRunning(agentId);
       return result.entries;
     } catch (err) {
       throw fromTemporalFailure(err);
     }
+  }
+
+  private rememberRunning(agentId: string): void {
+    if (this.runningAgents.size >= MAX_REMEMBERED_AGENTS) this.runningAgents.clear();
+    this.runningAgents.add(agentId);
   }
 
   async recall(request: RecallRequestInput): Promise<RecallResult> {

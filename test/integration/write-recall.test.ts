@@ -121,6 +121,16 @@ describe('durable soft writes and gated recall', () => {
     expect(await env.store.hot.countDocuments({ agentId: env.agent('agent-idem') })).toBe(2);
   });
 
+  it("starts the agent's workflow again when it was closed after this client saw it running", async () => {
+    const agentId = env.agent('agent-restart');
+    await env.client.write({ agentId, entries: [{ text: 'first memory about ferns' }] });
+    await env.client.temporal.workflow.getHandle(`memgate-agent-${agentId}`).terminate('operator closed it');
+    const res = await env.client.write({ agentId, entries: [{ text: 'second memory about ferns' }] });
+    expect(res.entries[0]!.status).toBe('created');
+    const { hits } = await env.client.recall({ agentId, query: 'ferns' });
+    expect(hits.map((h) => h.text).sort()).toEqual(['first memory about ferns', 'second memory about ferns']);
+  });
+
   it('isolates tenants: agent A never sees agent B', async () => {
     await env.client.write({
       agentId: env.agent('tenant-a'),
