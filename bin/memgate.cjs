@@ -1,4 +1,5 @@
 #!/usr/bin/env node
 // The installed `memgate` command: runs the TypeScript CLI through tsx.
 require('tsx/cjs');
-require('../client/cli.ts');
+const { main } = require('../client/cli.ts');
+main(process.argv).then((code) => process.exit(code));

@@ -17,7 +17,7 @@ export function buildProgram(): Command {
   return program;
 }
 
-async function main(argv: string[]): Promise<number> {
+export async function main(argv: string[]): Promise<number> {
   try {
     await buildProgram().parseAsync(argv);
     return 0;

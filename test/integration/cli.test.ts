@@ -1,0 +1,85 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestEnv, type TestEnv } from '../support/env';
+
+const run = promisify(execFile);
+const CLI = join(__dirname, '..', '..', 'bin', 'memgate.cjs');
+
+let env: TestEnv;
+beforeAll(async () => {
+  env = await startTestEnv();
+});
+afterAll(async () => {
+  await env?.close();
+});
+
+/** Runs the installed `memgate` command against this test's servers, database and task queue. */
+async function memgate(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await run('node', [CLI, ...args], {
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
+        MONGODB_URI: env.endpoints.mongoUri,
+        MEMGATE_DB: env.config.database,
+        MEMGATE_TASK_QUEUE: env.config.taskQueue,
+      },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+describe('memgate CLI', () => {
+  it('writes and recalls', async () => {
+    const agent = env.agent('cli');
+    const w = await memgate(
+      'write',
+      '--agent',
+      agent,
+      '--kind',
+      'fact',
+      '--salience',
+      '0.8',
+      'Rate limit is 600 requests per minute',
+    );
+    expect(w.code).toBe(0);
+    const written = JSON.parse(w.stdout) as { entries: { id: string; status: string }[] };
+    expect(written.entries[0]!.status).toBe('created');
+    const r = await memgate('recall', '--agent', agent, 'rate limit');
+    expect(r.code).toBe(0);
+    const recalled = JSON.parse(r.stdout) as { hits: { id: string; text: string }[] };
+    expect(recalled.hits.map((h) => h.id)).toEqual([written.entries[0]!.id]);
+  });
+
+  it('exits 2 with the typed error on bad input, and writes nothing', async () => {
+    const agent = env.agent('cli-bad');
+    const bad = await memgate('write', '--agent', agent, '--salience', '1.5', 'too salient');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('[InvalidInput]');
+    expect(bad.stderr).toContain('salience');
+    const nan = await memgate('write', '--agent', agent, '--salience', 'abc', 'not a number');
+    expect(nan.code).toBe(2);
+    const dollar = await memgate('recall', '--agent', '$where', 'x');
+    expect(dollar.code).toBe(2);
+    expect(await env.store.hot.countDocuments({ agentId: agent })).toBe(0);
+  });
+
+  it('exits 2 naming the variable when the configuration is invalid', async () => {
+    const res = await run('node', [CLI, 'stack', 'status'], {
+      env: { ...process.env, MEMGATE_GATE_THRESHOLD: '2' },
+    }).catch((e: { code: number; stderr: string }) => e);
+    expect((res as { code: number }).code).toBe(2);
+    expect((res as { stderr: string }).stderr).toContain('MEMGATE_GATE_THRESHOLD');
+  });
+
+  it('reports the stack status', async () => {
+    const res = await memgate('stack', 'status');
+    expect(res.code).toBe(0);
+    expect(JSON.parse(res.stdout)).toMatchObject({ endpoints: { temporalAddress: expect.any(String) } });
+  });
+});
