@@ -21,7 +21,8 @@ export interface Tombstone {
   terms: string[];
   reason: string;
   deletedAt: number;
-  standIn?: { summaryId: string; lossy: boolean };
+  /** `erased`: the stand-in was itself removed by an erasure (I10); it stands in for nothing now. */
+  standIn?: { summaryId: string; lossy: boolean; erased?: boolean };
   runId?: string;
 }
 

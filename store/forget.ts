@@ -1,0 +1,215 @@
+import type { Entry, Tier } from '../core/entry';
+import { restorePatch } from '../core/lifecycle';
+import type { Store } from './db';
+import { annotate, TIERS, tierCollection } from './lifecycle';
+
+/**
+ * Erasure (I10): an entry's content leaves hot, cold, the query log and every summary
+ * derived from it; what stays behind is a tombstone with no content. Each step is
+ * idempotent and keyed by the entry id, so the erasure workflow can rerun any of them.
+ */
+
+export const ERASED = 'erased';
+
+async function findAnywhere(store: Store, agentId: string, id: string): Promise<Entry | undefined> {
+  return (
+    (await store.hot.findOne({ _id: id, agentId })) ??
+    (await store.cold.findOne({ _id: id, agentId })) ??
+    undefined
+  );
+}
+
+/** The content-free tombstone and the ledger record; false when there is nothing to erase. */
+export async function tombstoneErasure(
+  store: Store,
+  agentId: string,
+  id: string,
+  at: number,
+): Promise<boolean> {
+  const entry = await findAnywhere(store, agentId, id);
+  const stone = await store.tombstones.findOne({ _id: id, agentId });
+  if (!entry && !stone) return false;
+  if (stone?.reason !== ERASED) {
+    // Replaces an eviction tombstone too: its terms are derived from the content.
+    await store.tombstones.replaceOne(
+      { _id: id },
+      { agentId, terms: [], reason: ERASED, deletedAt: at },
+      { upsert: true },
+    );
+  }
+  await store.ledger.replaceOne(
+    { _id: `erase:${id}` },
+    { agentId, at, event: 'erase', entryId: id, reason: 'forget' },
+    { upsert: true },
+  );
+  return true;
+}
+
+/** Summaries (in either tier) built from the entry. */
+export async function summariesDerivedFrom(store: Store, agentId: string, id: string): Promise<Entry[]> {
+  const found = new Map<string, Entry>();
+  for (const tier of TIERS) {
+    for (const s of await tierCollection(store, tier).find({ agentId, derivedFrom: id }).toArray()) {
+      if (!found.has(s._id)) found.set(s._id, s);
+    }
+  }
+  return [...found.values()];
+}
+
+/** The sources of a summary still stored, oldest first; ids no longer stored are returned apart. */
+export async function summarySources(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+): Promise<{ present: Entry[]; gone: string[] }> {
+  const present: Entry[] = [];
+  const gone: string[] = [];
+  for (const id of ids) {
+    const e = await findAnywhere(store, agentId, id);
+    if (e) present.push(e);
+    else gone.push(id);
+  }
+  present.sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1));
+  return { present, gone };
+}
+
+/** Rewrite a summary in place (every tier holding it) from the sources that remain. */
+export async function replaceSummaryContent(
+  store: Store,
+  agentId: string,
+  summary: Pick<
+    Entry,
+    '_id' | 'text' | 'tokens' | 'terms' | 'atoms' | 'derivedFrom' | 'lossy_summary' | 'lossyReasons'
+  >,
+  lossless: ReadonlyMap<string, boolean>,
+  erasedId: string,
+  at: number,
+): Promise<void> {
+  const { _id, ...content } = summary;
+  await annotate(store, agentId, _id, (e) =>
+    e.derivedFrom?.includes(erasedId)
+      ? { set: content, unset: content.lossyReasons === undefined ? ['lossyReasons'] : [] }
+      : undefined,
+  );
+  for (const [sourceId, ok] of lossless) {
+    await annotate(store, agentId, sourceId, (e) => {
+      const links = e.subsumedBy ?? [];
+      const current = links.find((l) => l.summaryId === _id);
+      if (current?.lossless === ok) return undefined;
+      return {
+        set: { subsumedBy: [...links.filter((l) => l.summaryId !== _id), { summaryId: _id, lossless: ok }] },
+        unset: [],
+      };
+    });
+  }
+  await store.ledger.replaceOne(
+    { _id: `erase:${erasedId}:resummarise:${_id}` },
+    { agentId, at, event: 'resummarise', entryId: _id, reason: `source ${erasedId} erased` },
+    { upsert: true },
+  );
+}
+
+/**
+ * Remove a summary that cannot be rebuilt without the erased entry, leaving a flagged,
+ * content-free tombstone for it, and unlink everything that leaned on it: sources are no
+ * longer subsumed by it, and tombstones it stood in for are marked `erased`.
+ */
+export async function removeSummary(
+  store: Store,
+  agentId: string,
+  summaryId: string,
+  erasedId: string,
+  at: number,
+): Promise<void> {
+  const reason = `${ERASED}: derived from erased entry ${erasedId}`;
+  await store.tombstones.replaceOne(
+    { _id: summaryId },
+    { agentId, terms: [], reason, deletedAt: at },
+    { upsert: true },
+  );
+  await store.ledger.replaceOne(
+    { _id: `erase:${erasedId}:remove:${summaryId}` },
+    { agentId, at, event: 'erase', entryId: summaryId, reason },
+    { upsert: true },
+  );
+  await unlinkSummary(store, agentId, summaryId);
+  await store.hot.deleteOne({ _id: summaryId, agentId });
+  await store.cold.deleteOne({ _id: summaryId, agentId });
+}
+
+/** Entries subsumed by a summary that is gone lose that link; tombstones it stood in for say so. */
+export async function unlinkSummary(store: Store, agentId: string, summaryId: string): Promise<void> {
+  for (const tier of TIERS) {
+    const linked = await tierCollection(store, tier)
+      .find({ agentId, 'subsumedBy.summaryId': summaryId }, { projection: { _id: 1 } })
+      .toArray();
+    for (const { _id } of linked) {
+      await annotate(store, agentId, _id, (e) =>
+        e.subsumedBy?.some((l) => l.summaryId === summaryId)
+          ? { set: { subsumedBy: e.subsumedBy.filter((l) => l.summaryId !== summaryId) }, unset: [] }
+          : undefined,
+      );
+    }
+  }
+  await store.tombstones.updateMany(
+    { agentId, 'standIn.summaryId': summaryId },
+    { $set: { 'standIn.erased': true, 'standIn.lossy': true } },
+  );
+}
+
+/**
+ * Supersession links through the erased entry: a fact it superseded is current again
+ * (restored, with a ledger record), and a fact that superseded it no longer points to it.
+ */
+export async function unlinkSupersession(
+  store: Store,
+  agentId: string,
+  id: string,
+  at: number,
+): Promise<string[]> {
+  const restored: string[] = [];
+  for (const tier of TIERS) {
+    const collection = tierCollection(store, tier);
+    for (const { _id } of await collection
+      .find({ agentId, supersededBy: id }, { projection: { _id: 1 } })
+      .toArray()) {
+      await store.ledger.replaceOne(
+        { _id: `erase:${id}:restore:${_id}` },
+        {
+          agentId,
+          at,
+          event: 'restore',
+          entryId: _id,
+          reason: `the fact that superseded it (${id}) was erased`,
+        },
+        { upsert: true },
+      );
+      await annotate(store, agentId, _id, (e) => (e.supersededBy === id ? restorePatch(at) : undefined));
+      restored.push(_id);
+    }
+    for (const { _id } of await collection
+      .find({ agentId, supersedes: id }, { projection: { _id: 1 } })
+      .toArray()) {
+      await annotate(store, agentId, _id, (e) =>
+        e.supersedes === id ? { set: {}, unset: ['supersedes'] } : undefined,
+      );
+    }
+  }
+  return [...new Set(restored)];
+}
+
+/** Logged queries that returned the entry leave the query log with it. */
+export async function eraseFromQueryLog(store: Store, agentId: string, id: string): Promise<number> {
+  const res = await store.queries.deleteMany({ agentId, hitIds: id });
+  return res.deletedCount;
+}
+
+/** The entry itself leaves both tiers; returns the tiers it was in. */
+export async function removeEntry(store: Store, agentId: string, id: string): Promise<Tier[]> {
+  const from: Tier[] = [];
+  for (const tier of TIERS) {
+    const res = await tierCollection(store, tier).deleteOne({ _id: id, agentId });
+    if (res.deletedCount) from.push(tier);
+  }
+  return from;
+}

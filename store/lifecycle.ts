@@ -1,0 +1,391 @@
+import { createHash } from 'node:crypto';
+import type { Collection, Document, Filter, UpdateFilter } from 'mongodb';
+import type { Entry, Tier } from '../core/entry';
+import { ConflictError } from '../core/errors';
+import {
+  applyPatch,
+  dueForExpiry,
+  expirePatch,
+  refreshPatch,
+  renewPatch,
+  restorePatch,
+  supersedePatch,
+  supersedesPatch,
+  type EntryPatch,
+  type RefreshStep,
+} from '../core/lifecycle';
+import type { ReclaimStep } from '../core/reclaim';
+import { moveBetweenTiers, type MoveOutcome, type TierOps } from '../core/tiers';
+import type { LedgerRecord, Store } from './db';
+import { insertNewEntries } from './entries';
+
+/**
+ * The nightly pass's writes. None relies on a transaction: every record has a deterministic
+ * `_id` and is written by upsert, every annotation is a version-guarded read-modify-write,
+ * and every move copies before it deletes (core/tiers.ts), so each operation can be rerun
+ * after a crash at any point and converges. Every change leaves a ledger record.
+ */
+
+export const TIERS: readonly Tier[] = ['hot', 'cold'];
+
+export function tierCollection(store: Store, tier: Tier): Collection<Entry> {
+  return tier === 'hot' ? store.hot : store.cold;
+}
+
+/** The tiers of one agent as core/tiers.ts sees them; every operation is scoped by agentId (I9). */
+export function agentTiers(store: Store, agentId: string): TierOps<Entry> {
+  return {
+    get: async (tier, id) => (await tierCollection(store, tier).findOne({ _id: id, agentId })) ?? undefined,
+    async put(tier, doc) {
+      await tierCollection(store, tier).replaceOne({ _id: doc._id, agentId }, doc, { upsert: true });
+    },
+    async removeVersion(tier, id, version) {
+      const res = await tierCollection(store, tier).deleteOne({ _id: id, agentId, version });
+      return res.deletedCount === 1;
+    },
+  };
+}
+
+export interface RunContext {
+  agentId: string;
+  asOf: number;
+  runId: string;
+}
+
+/** The ledger record of one event of one run; rewriting it is a no-op. */
+export async function recordEvent(
+  store: Store,
+  ctx: RunContext,
+  event: string,
+  entryId: string,
+  reason: string,
+  inputs?: Record<string, unknown>,
+): Promise<void> {
+  const _id = `${ctx.runId}:${event}:${entryId}`;
+  const record: Omit<LedgerRecord, '_id'> = {
+    agentId: ctx.agentId,
+    at: ctx.asOf,
+    event,
+    entryId,
+    reason,
+    runId: ctx.runId,
+  };
+  if (inputs) record.inputs = inputs;
+  await store.ledger.replaceOne({ _id }, record, { upsert: true });
+}
+
+/** How many `event` records a run has written: a phase's count, exact across retries. */
+export async function countEvents(store: Store, ctx: RunContext, event: string): Promise<number> {
+  return store.ledger.countDocuments({ agentId: ctx.agentId, runId: ctx.runId, event });
+}
+
+/**
+ * Apply a patch to every copy of an entry (mid-move it is in both tiers), each copy guarded
+ * by its version. `decide` sees the current copy and returns undefined when the change is
+ * already there, which is what makes a rerun a no-op. Returns the copies it found.
+ */
+export async function annotate(
+  store: Store,
+  agentId: string,
+  id: string,
+  decide: (entry: Entry) => EntryPatch | undefined,
+): Promise<{ tier: Tier; entry: Entry }[]> {
+  const found: { tier: Tier; entry: Entry }[] = [];
+  for (const tier of TIERS) {
+    const collection = tierCollection(store, tier);
+    for (let round = 0; ; round++) {
+      const entry = await collection.findOne({ _id: id, agentId });
+      if (!entry) break;
+      const patch = decide(entry);
+      if (!patch) {
+        found.push({ tier, entry });
+        break;
+      }
+      const update: UpdateFilter<Entry> = { $inc: { version: 1 } };
+      if (Object.keys(patch.set).length) update.$set = patch.set;
+      if (patch.unset.length) update.$unset = Object.fromEntries(patch.unset.map((k) => [k, '']));
+      const res = await collection.updateOne({ _id: id, agentId, version: entry.version }, update);
+      if (res.modifiedCount === 1) {
+        found.push({ tier, entry: { ...applyPatch(entry, patch), version: entry.version + 1 } });
+        break;
+      }
+      if (round >= 4)
+        throw new ConflictError(`entry ${id} kept changing while it was annotated`, { id, tier });
+    }
+  }
+  return found;
+}
+
+/** Read a filtered tier in `_id` order after `after`, in batches, over one cursor. */
+export async function* batchesAfter<T extends Document>(
+  collection: Collection<T>,
+  filter: Filter<T>,
+  after: string | undefined,
+  size: number,
+  projection?: Document,
+): AsyncGenerator<T[]> {
+  const query = (after === undefined ? filter : { $and: [filter, { _id: { $gt: after } }] }) as Filter<T>;
+  const cursor = collection.find(query, projection ? { projection } : {}).sort({ _id: 1 });
+  cursor.batchSize(size);
+  let batch: T[] = [];
+  try {
+    for await (const doc of cursor) {
+      batch.push(doc as T);
+      if (batch.length >= size) {
+        yield batch;
+        batch = [];
+      }
+    }
+    if (batch.length) yield batch;
+  } finally {
+    await cursor.close();
+  }
+}
+
+// Expire --------------------------------------------------------------------------------
+
+export async function expireEntry(store: Store, ctx: RunContext, entry: Entry): Promise<void> {
+  await recordEvent(store, ctx, 'expire', entry._id, 'volatile fact past freshUntil', {
+    freshUntil: entry.validity.freshUntil,
+  });
+  await annotate(store, ctx.agentId, entry._id, (e) =>
+    dueForExpiry(e, ctx.asOf) ? expirePatch(ctx.asOf) : undefined,
+  );
+}
+
+// Refresh and rehydrate ----------------------------------------------------------------
+
+export async function refreshHotEntry(store: Store, ctx: RunContext, step: RefreshStep): Promise<void> {
+  await recordEvent(store, ctx, 'refresh', step.id, 'a logged query matched the gated entry', {
+    salience: step.salience,
+    dormantAt: step.dormantAt,
+  });
+  await annotate(store, ctx.agentId, step.id, (e) =>
+    e.refreshedAt === ctx.asOf ? undefined : refreshPatch(step, ctx.asOf),
+  );
+}
+
+/** Cold → hot with the refreshed salience: copy to hot, then delete from cold (I8). */
+export async function rehydrateEntry(store: Store, ctx: RunContext, step: RefreshStep): Promise<MoveOutcome> {
+  await recordEvent(store, ctx, 'rehydrate', step.id, 'a logged query matched the cold entry', {
+    salience: step.salience,
+    dormantAt: step.dormantAt,
+  });
+  const patch = refreshPatch(step, ctx.asOf);
+  return moveBetweenTiers(agentTiers(store, ctx.agentId), step.id, 'cold', 'hot', (cold) => ({
+    ...applyPatch(cold, { set: patch.set, unset: ['spilledAt'] }),
+    version: cold.version + 1,
+  }));
+}
+
+// Reclaim -------------------------------------------------------------------------------
+
+/** Hot → cold with salience and provenance intact: copy to cold, then delete from hot (I8). */
+export async function spillEntry(store: Store, ctx: RunContext, step: ReclaimStep): Promise<MoveOutcome> {
+  await recordEvent(store, ctx, 'spill', step.id, step.why, { rank: step.rank, ...step.inputs });
+  return moveBetweenTiers(agentTiers(store, ctx.agentId), step.id, 'hot', 'cold', (hot) => ({
+    ...hot,
+    spilledAt: ctx.asOf,
+  }));
+}
+
+/**
+ * Delete an entry the two-key check proved dead. The tombstone (terms, reason, time and the
+ * summary standing in — never content) and the ledger record come first (I3), then the
+ * entry leaves both tiers (it may be in both after an interrupted spill).
+ */
+export async function evictEntry(
+  store: Store,
+  ctx: RunContext,
+  entry: Entry,
+  step: ReclaimStep,
+): Promise<void> {
+  await store.tombstones.replaceOne(
+    { _id: entry._id },
+    {
+      agentId: ctx.agentId,
+      terms: entry.terms,
+      reason: step.why,
+      deletedAt: ctx.asOf,
+      ...(step.standIn ? { standIn: step.standIn } : {}),
+      runId: ctx.runId,
+    },
+    { upsert: true },
+  );
+  await recordEvent(store, ctx, 'evict', entry._id, step.why, {
+    rank: step.rank,
+    ...step.inputs,
+    ...(step.standIn ? { standIn: step.standIn } : {}),
+  });
+  await store.hot.deleteOne({ _id: entry._id, agentId: ctx.agentId });
+  await store.cold.deleteOne({ _id: entry._id, agentId: ctx.agentId });
+}
+
+// Consolidate ---------------------------------------------------------------------------
+
+/** Deterministic summary id: the same sources always make the same summary document. */
+export function summaryId(agentId: string, sourceIds: readonly string[]): string {
+  const h = createHash('sha256').update(agentId).update('\0summary\0');
+  for (const id of [...sourceIds].sort()) h.update(id).update('\0');
+  return h.digest('base64url').slice(0, 32);
+}
+
+/**
+ * Store a summary (unless either tier already holds it) and record on each source that it
+ * is subsumed, and whether losslessly (key B of the two-key check).
+ */
+export async function writeSummary(
+  store: Store,
+  ctx: RunContext,
+  summary: Entry,
+  lossless: ReadonlyMap<string, boolean>,
+): Promise<void> {
+  await insertNewEntries(store, [summary]);
+  await recordEvent(store, ctx, 'summarise', summary._id, 'near-duplicate cluster merged', {
+    derivedFrom: summary.derivedFrom,
+    lossy_summary: summary.lossy_summary,
+    lossyReasons: summary.lossyReasons ?? [],
+  });
+  for (const [sourceId, ok] of lossless) {
+    await annotate(store, ctx.agentId, sourceId, (e) =>
+      e.subsumedBy?.some((s) => s.summaryId === summary._id)
+        ? undefined
+        : {
+            set: { subsumedBy: [...(e.subsumedBy ?? []), { summaryId: summary._id, lossless: ok }] },
+            unset: [],
+          },
+    );
+  }
+}
+
+// Supersede and restore -----------------------------------------------------------------
+
+export async function supersedeEntry(
+  store: Store,
+  ctx: RunContext,
+  olderId: string,
+  newerId: string,
+): Promise<void> {
+  await recordEvent(store, ctx, 'supersede', olderId, 'a newer fact about the same subject and attribute', {
+    supersededBy: newerId,
+  });
+  await annotate(store, ctx.agentId, olderId, (e) =>
+    e.isActive && e.supersededBy === undefined ? supersedePatch(newerId) : undefined,
+  );
+  await annotate(store, ctx.agentId, newerId, (e) =>
+    e.supersedes === olderId ? undefined : supersedesPatch(olderId),
+  );
+}
+
+export interface RestoreResult {
+  id: string;
+  tier: Tier;
+  restored: ('supersession' | 'expiry')[];
+}
+
+/**
+ * Reverse a supersession (and, given a new `freshUntil`, an expiry). The ledger record is
+ * keyed by the restore's time and written first, so a retried restore finishes the same
+ * change instead of reporting a conflict.
+ */
+export async function restoreEntry(
+  store: Store,
+  agentId: string,
+  id: string,
+  opts: { at: number; freshUntil?: number },
+): Promise<RestoreResult | undefined> {
+  const before =
+    (await store.hot.findOne({ _id: id, agentId })) ?? (await store.cold.findOne({ _id: id, agentId }));
+  if (!before) return undefined;
+  const ledgerId = `restore:${id}:${opts.at}`;
+  const earlier = await store.ledger.findOne({ _id: ledgerId, agentId });
+  let restored = earlier?.inputs?.restored as RestoreResult['restored'] | undefined;
+  if (!restored) {
+    restored = [];
+    if (before.supersededBy !== undefined || !before.isActive) restored.push('supersession');
+    if (opts.freshUntil !== undefined && before.validity.volatile) restored.push('expiry');
+    if (restored.length === 0) {
+      throw new ConflictError(
+        opts.freshUntil === undefined
+          ? `entry ${id} is not superseded (to renew a volatile fact, give a new freshUntil)`
+          : `entry ${id} is neither superseded nor volatile`,
+        { id },
+      );
+    }
+    await store.ledger.replaceOne(
+      { _id: ledgerId },
+      {
+        agentId,
+        at: opts.at,
+        event: 'restore',
+        entryId: id,
+        reason: 'operator restore',
+        inputs: { restored, supersededBy: before.supersededBy, freshUntil: opts.freshUntil },
+      },
+      { upsert: true },
+    );
+  }
+  const newer = (earlier?.inputs?.supersededBy as string | undefined) ?? before.supersededBy;
+  const copies = await annotate(store, agentId, id, (e) => {
+    const patches: EntryPatch[] = [];
+    if (restored.includes('supersession') && (e.supersededBy !== undefined || !e.isActive))
+      patches.push(restorePatch(opts.at));
+    if (
+      restored.includes('expiry') &&
+      opts.freshUntil !== undefined &&
+      e.validity.freshUntil !== opts.freshUntil
+    )
+      patches.push(renewPatch(opts.freshUntil));
+    if (patches.length === 0) return undefined;
+    return { set: Object.assign({}, ...patches.map((p) => p.set)), unset: patches.flatMap((p) => p.unset) };
+  });
+  if (newer !== undefined) {
+    await annotate(store, agentId, newer, (e) =>
+      e.supersedes === id ? { set: {}, unset: ['supersedes'] } : undefined,
+    );
+  }
+  return { id, tier: copies[0]?.tier ?? 'hot', restored };
+}
+
+// Runs ----------------------------------------------------------------------------------
+
+export interface RunRecord {
+  _id: string;
+  kind: 'agent' | 'nightly';
+  agentId?: string;
+  asOf: number;
+  status: 'completed';
+  finishedAt: number;
+  counts: Record<string, number>;
+  [key: string]: unknown;
+}
+
+function runs(store: Store): Collection<RunRecord> {
+  return store.runs as unknown as Collection<RunRecord>;
+}
+
+export async function recordRun(store: Store, run: RunRecord): Promise<void> {
+  const { _id, ...rest } = run;
+  await runs(store).replaceOne({ _id }, rest, { upsert: true });
+}
+
+/** The `asOf` of the latest completed run of this kind (and agent) before `asOf`, if any. */
+export async function previousRunAsOf(
+  store: Store,
+  asOf: number,
+  scope: { kind: 'agent'; agentId: string } | { kind: 'nightly' },
+): Promise<number | undefined> {
+  const filter: Filter<RunRecord> = { kind: scope.kind, status: 'completed', asOf: { $lt: asOf } };
+  if (scope.kind === 'agent') filter.agentId = scope.agentId;
+  const [last] = await runs(store).find(filter).sort({ asOf: -1 }).limit(1).toArray();
+  return last?.asOf;
+}
+
+/** Agents the nightly pass has work for: any with hot entries, or with queries logged since `since`. */
+export async function agentsWithWork(store: Store, since: number, asOf: number): Promise<string[]> {
+  const [hot, queried] = await Promise.all([
+    store.hot.distinct('agentId'),
+    store.queries.distinct('agentId', { at: { $gt: since, $lte: asOf } }),
+  ]);
+  return [...new Set([...hot, ...queried].map(String))].sort();
+}

@@ -1,0 +1,294 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
+import type { ReclaimStep } from '../../core/reclaim';
+import { HOUR_MS } from '../../core/salience';
+import { openStore, type Store } from '../../store/db';
+import { insertNewEntries } from '../../store/entries';
+import {
+  eraseFromQueryLog,
+  removeEntry,
+  removeSummary,
+  tombstoneErasure,
+  unlinkSupersession,
+} from '../../store/forget';
+import {
+  annotate,
+  evictEntry,
+  rehydrateEntry,
+  restoreEntry,
+  spillEntry,
+  supersedeEntry,
+  type RunContext,
+} from '../../store/lifecycle';
+import { failOnce, interleaveOnce } from '../support/faults';
+
+const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
+const T0 = Date.UTC(2025, 0, 1);
+let store: Store;
+
+beforeAll(async () => {
+  store = await openStore(inject('mongoUri'), `test_store_${randomUUID().slice(0, 8)}`);
+});
+afterAll(async () => {
+  await store?.db.dropDatabase();
+  await store?.close();
+});
+
+function entry(agentId: string, id: string, text: string, extra: Partial<Entry> = {}): Entry {
+  return {
+    ...buildEntry(
+      id,
+      agentId,
+      {
+        text,
+        kind: 'fact',
+        salience: 0.5,
+        source: { origin: 'user' },
+        confidence: 0.5,
+        verified: false,
+        volatile: false,
+        writtenAt: T0,
+      },
+      policy,
+    ),
+    ...extra,
+  };
+}
+
+async function tiersOf(agentId: string, id: string): Promise<string[]> {
+  const out: string[] = [];
+  if (await store.hot.findOne({ _id: id, agentId })) out.push('hot');
+  if (await store.cold.findOne({ _id: id, agentId })) out.push('cold');
+  return out;
+}
+
+const ctx = (agentId: string): RunContext => ({
+  agentId,
+  asOf: T0 + 10 * 24 * HOUR_MS,
+  runId: `${agentId}:run`,
+});
+
+const spillStep = (id: string): ReclaimStep => ({
+  id,
+  action: 'spill',
+  why: 'dormant, reachable, refresh window open',
+  rank: 0,
+  inputs: {
+    reclaimFloor: 0.05,
+    gateThreshold: 0.15,
+    gated: true,
+    reachable: true,
+    refreshWindowElapsed: false,
+    subsumedLosslessly: false,
+    lossySummaryFlagged: false,
+  },
+});
+
+describe('tier moves on the real store', () => {
+  it('spill is an idempotent hot → cold move that survives a crash between copy and delete', async () => {
+    const a = `a-${randomUUID()}`;
+    const e = entry(a, `${a}/e1`, 'The notice period is 30 days.');
+    await insertNewEntries(store, [e]);
+    const seen: string[][] = [];
+    const restore = failOnce(store, 'hot', 'deleteOne', async () => {
+      seen.push(await tiersOf(a, `${a}/e1`));
+    });
+    await expect(spillEntry(store, ctx(a), spillStep(`${a}/e1`))).rejects.toThrow(/injected/);
+    restore();
+    expect(seen).toEqual([['hot', 'cold']]);
+    expect(await spillEntry(store, ctx(a), spillStep(`${a}/e1`))).toBe('moved');
+    expect(await spillEntry(store, ctx(a), spillStep(`${a}/e1`))).toBe('already-moved');
+    expect(await tiersOf(a, `${a}/e1`)).toEqual(['cold']);
+    const cold = await store.cold.findOne({ _id: `${a}/e1`, agentId: a });
+    expect(cold).toMatchObject({
+      text: e.text,
+      salience: e.salience,
+      source: e.source,
+      spilledAt: ctx(a).asOf,
+    });
+    expect(await store.ledger.countDocuments({ agentId: a, event: 'spill' })).toBe(1);
+  });
+
+  it('rehydrate is an idempotent cold → hot move that survives a crash between copy and delete', async () => {
+    const a = `a-${randomUUID()}`;
+    await store.cold.insertOne(entry(a, `${a}/e1`, 'The notice period is 30 days.', { spilledAt: T0 }));
+    const step = {
+      id: `${a}/e1`,
+      tier: 'cold' as const,
+      salience: { base: 0.5, at: ctx(a).asOf },
+      dormantAt: ctx(a).asOf + 1,
+    };
+    const restore = failOnce(store, 'cold', 'deleteOne');
+    await expect(rehydrateEntry(store, ctx(a), step)).rejects.toThrow(/injected/);
+    restore();
+    expect(await tiersOf(a, `${a}/e1`)).toEqual(['hot', 'cold']);
+    expect(await rehydrateEntry(store, ctx(a), step)).toBe('moved');
+    expect(await tiersOf(a, `${a}/e1`)).toEqual(['hot']);
+    const hot = (await store.hot.findOne({ _id: `${a}/e1`, agentId: a }))!;
+    expect(hot.salience).toEqual(step.salience);
+    expect(hot.refreshedAt).toBe(ctx(a).asOf);
+    expect(hot.spilledAt).toBeUndefined();
+  });
+
+  it('eviction writes a content-free tombstone and the ledger record, then leaves both tiers', async () => {
+    const a = `a-${randomUUID()}`;
+    const e = entry(a, `${a}/e1`, 'The notice period is 30 days.');
+    await insertNewEntries(store, [e]);
+    await store.cold.insertOne(e);
+    const step: ReclaimStep = {
+      ...spillStep(`${a}/e1`),
+      action: 'evict',
+      why: 'dormant, window elapsed, subsumed by a lossless summary',
+      standIn: { summaryId: `${a}/s1`, lossy: false },
+    };
+    const restore = failOnce(store, 'hot', 'deleteOne');
+    await expect(evictEntry(store, ctx(a), e, step)).rejects.toThrow(/injected/);
+    restore();
+    expect(await store.tombstones.findOne({ _id: `${a}/e1` })).toBeTruthy();
+    await evictEntry(store, ctx(a), e, step);
+    expect(await tiersOf(a, `${a}/e1`)).toEqual([]);
+    const stone = (await store.tombstones.findOne({ _id: `${a}/e1` }))!;
+    expect(stone).toMatchObject({
+      agentId: a,
+      terms: e.terms,
+      standIn: { summaryId: `${a}/s1`, lossy: false },
+    });
+    expect(JSON.stringify(stone)).not.toContain('30 days');
+    expect(await store.ledger.countDocuments({ agentId: a, event: 'evict' })).toBe(1);
+  });
+});
+
+describe('annotations on the real store', () => {
+  it('a version-guarded annotation retries over a concurrent change and keeps both', async () => {
+    const a = `a-${randomUUID()}`;
+    const id = `${a}/e1`;
+    await insertNewEntries(store, [entry(a, id, 'x y z')]);
+    const undo = interleaveOnce(store, 'hot', 'updateOne', async () => {
+      await store.hot.updateOne({ _id: id }, { $set: { confidence: 0.9 }, $inc: { version: 1 } });
+    });
+    let decisions = 0;
+    await annotate(store, a, id, (e) => {
+      decisions++;
+      return e.refreshedAt ? undefined : { set: { refreshedAt: 5 }, unset: [] };
+    });
+    undo();
+    expect(decisions).toBe(2);
+    expect(await store.hot.findOne({ _id: id })).toMatchObject({
+      refreshedAt: 5,
+      confidence: 0.9,
+      version: 3,
+    });
+  });
+
+  it('supersede then restore gives the old fact back and unlinks the newer one', async () => {
+    const a = `a-${randomUUID()}`;
+    await insertNewEntries(store, [
+      entry(a, `${a}/old`, 'Office in Paris.'),
+      entry(a, `${a}/new`, 'Office in Berlin.'),
+    ]);
+    await supersedeEntry(store, ctx(a), `${a}/old`, `${a}/new`);
+    await supersedeEntry(store, ctx(a), `${a}/old`, `${a}/new`);
+    expect(await store.hot.findOne({ _id: `${a}/old` })).toMatchObject({
+      isActive: false,
+      supersededBy: `${a}/new`,
+    });
+    expect(await store.hot.findOne({ _id: `${a}/new` })).toMatchObject({ supersedes: `${a}/old` });
+    const result = await restoreEntry(store, a, `${a}/old`, { at: T0 + 1 });
+    expect(result).toEqual({ id: `${a}/old`, tier: 'hot', restored: ['supersession'] });
+    // A retried restore (same time) completes quietly; a fresh one has nothing to restore.
+    expect(await restoreEntry(store, a, `${a}/old`, { at: T0 + 1 })).toEqual(result);
+    await expect(restoreEntry(store, a, `${a}/old`, { at: T0 + 2 })).rejects.toThrow(/not superseded/);
+    const old = (await store.hot.findOne({ _id: `${a}/old` }))!;
+    expect(old.isActive).toBe(true);
+    expect(old.supersededBy).toBeUndefined();
+    expect(old.restoredAt).toBe(T0 + 1);
+    expect((await store.hot.findOne({ _id: `${a}/new` }))!.supersedes).toBeUndefined();
+    expect(await restoreEntry(store, 'another-agent', `${a}/old`, { at: T0 + 3 })).toBeUndefined();
+  });
+});
+
+describe('erasure steps on the real store', () => {
+  it('leave a content-free tombstone, unlink summaries and supersession, and clean the query log', async () => {
+    const a = `a-${randomUUID()}`;
+    await insertNewEntries(store, [
+      entry(a, `${a}/gone`, 'My badge code is 4471.', {
+        supersedes: `${a}/older`,
+        subsumedBy: [{ summaryId: `${a}/sum`, lossless: true }],
+      }),
+      entry(a, `${a}/older`, 'My badge code is 1234.', { isActive: false, supersededBy: `${a}/gone` }),
+      entry(a, `${a}/sibling`, 'Badge codes rotate monthly.', {
+        subsumedBy: [{ summaryId: `${a}/sum`, lossless: true }],
+      }),
+      entry(a, `${a}/sum`, '- My badge code is 4471.\n- Badge codes rotate monthly.', {
+        kind: 'summary',
+        derivedFrom: [`${a}/gone`, `${a}/sibling`],
+      }),
+    ]);
+    await store.tombstones.insertOne({
+      _id: `${a}/evicted`,
+      agentId: a,
+      terms: ['badge'],
+      reason: 'x',
+      deletedAt: 1,
+      standIn: { summaryId: `${a}/sum`, lossy: false },
+    });
+    await store.queries.insertMany([
+      {
+        _id: `${a}-q1`,
+        agentId: a,
+        query: 'badge code',
+        terms: ['badge', 'code'],
+        at: 1,
+        deep: false,
+        k: 5,
+        hitIds: [`${a}/gone`, `${a}/sibling`],
+      },
+      {
+        _id: `${a}-q2`,
+        agentId: a,
+        query: 'rotation',
+        terms: ['rotation'],
+        at: 1,
+        deep: false,
+        k: 5,
+        hitIds: [`${a}/sibling`],
+      },
+    ]);
+    expect(await tombstoneErasure(store, a, `${a}/nope`, 9)).toBe(false);
+    expect(await tombstoneErasure(store, a, `${a}/gone`, 9)).toBe(true);
+    await removeSummary(store, a, `${a}/sum`, `${a}/gone`, 9);
+    expect(await unlinkSupersession(store, a, `${a}/gone`, 9)).toEqual([`${a}/older`]);
+    expect(await eraseFromQueryLog(store, a, `${a}/gone`)).toBe(1);
+    expect(await removeEntry(store, a, `${a}/gone`)).toEqual(['hot']);
+    // Rerunning every step changes nothing more.
+    expect(await tombstoneErasure(store, a, `${a}/gone`, 9)).toBe(true);
+    await removeSummary(store, a, `${a}/sum`, `${a}/gone`, 9);
+    expect(await unlinkSupersession(store, a, `${a}/gone`, 9)).toEqual([]);
+    expect(await removeEntry(store, a, `${a}/gone`)).toEqual([]);
+
+    expect(await store.tombstones.findOne({ _id: `${a}/gone` })).toMatchObject({
+      terms: [],
+      reason: 'erased',
+    });
+    expect(await store.tombstones.findOne({ _id: `${a}/sum` })).toMatchObject({
+      terms: [],
+      reason: `erased: derived from erased entry ${a}/gone`,
+    });
+    expect(await store.tombstones.findOne({ _id: `${a}/evicted` })).toMatchObject({
+      standIn: { summaryId: `${a}/sum`, erased: true, lossy: true },
+    });
+    expect((await store.hot.findOne({ _id: `${a}/sibling` }))!.subsumedBy).toEqual([]);
+    expect(await store.hot.findOne({ _id: `${a}/older` })).toMatchObject({ isActive: true });
+    expect(await store.queries.countDocuments({ agentId: a })).toBe(1);
+    const everything = JSON.stringify([
+      await store.hot.find({ agentId: a }).toArray(),
+      await store.cold.find({ agentId: a }).toArray(),
+      await store.tombstones.find({ agentId: a }).toArray(),
+      await store.queries.find({ agentId: a }).toArray(),
+      await store.ledger.find({ agentId: a }).toArray(),
+    ]);
+    expect(everything).not.toContain('4471');
+  });
+});

@@ -1,0 +1,60 @@
+import type { Tier } from '../../core/entry';
+import type { Store } from '../../store/db';
+
+type Method = 'deleteOne' | 'replaceOne' | 'updateOne';
+
+/**
+ * Run `hook` right before the next call of one collection method of a tier, then either
+ * let the call through or fail it without reaching the server. Later calls go through.
+ * Works on a running worker's store too, since activities read `store.hot` / `store.cold`
+ * at call time. Returns an undo function.
+ */
+function interceptOnce(
+  store: Store,
+  tier: Tier,
+  method: Method,
+  hook: () => Promise<void>,
+  fail: boolean,
+): () => void {
+  const original = store[tier];
+  let fired = false;
+  store[tier] = new Proxy(original, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== 'function') return value;
+      const bound = (value as (...a: unknown[]) => unknown).bind(target);
+      if (prop !== method) return bound;
+      return async (...args: unknown[]) => {
+        if (!fired) {
+          fired = true;
+          await hook();
+          if (fail) throw new Error(`injected failure before ${tier}.${method}`);
+        }
+        return bound(...args);
+      };
+    },
+  });
+  return () => {
+    store[tier] = original;
+  };
+}
+
+/** The next call fails as if the process died right before it; `before` sees the store then. */
+export function failOnce(
+  store: Store,
+  tier: Tier,
+  method: Method,
+  before: () => Promise<void> = async () => undefined,
+): () => void {
+  return interceptOnce(store, tier, method, before, true);
+}
+
+/** Something else writes right before the next call (a concurrent change). */
+export function interleaveOnce(
+  store: Store,
+  tier: Tier,
+  method: Method,
+  write: () => Promise<void>,
+): () => void {
+  return interceptOnce(store, tier, method, write, false);
+}
