@@ -1,15 +1,20 @@
+import type { Config } from '../core/config';
 import type { MemoryPolicy } from '../core/entry';
+import { extractiveSummarizer } from '../llm/summarizer';
 import type { Store } from '../store/db';
+import { createConsolidationActivities } from './consolidation';
 import { createWriteActivities } from './write';
 
 export interface ActivityDeps {
   store: Store;
   policy: MemoryPolicy;
+  config: Config;
 }
 
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createWriteActivities(deps.store, deps.policy),
+    ...createConsolidationActivities(deps.store, deps.config, extractiveSummarizer),
   };
 }
 

@@ -1,5 +1,6 @@
 import { Command, CommanderError } from 'commander';
 import { MemgateError } from '../core/errors';
+import { registerLifecycleCommands } from './commands/lifecycle';
 import { registerMemoryCommands } from './commands/memory';
 import { registerStackCommands } from './commands/stack';
 import { registerWorkerCommands } from './commands/worker';
@@ -14,6 +15,7 @@ export function buildProgram(): Command {
   registerMemoryCommands(program);
   registerStackCommands(program);
   registerWindowCommands(program);
+  registerLifecycleCommands(program);
   return program;
 }
 

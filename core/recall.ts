@@ -37,6 +37,7 @@ export interface RecallHit {
   lossy_summary: boolean;
   isActive: boolean;
   supersededBy?: string;
+  supersedes?: string;
   expired: boolean;
   source: Entry['source'];
   writtenAt: number;
@@ -79,27 +80,33 @@ export function rankCandidates(
       const f = tf.get(t) ?? 0;
       if (f) lexical += idf.get(t)! * ((f * (K1 + 1)) / (f + K1 * (1 - B + (B * len) / Math.max(avgLen, 1))));
     }
-    const salience = salienceAt(c.entry.salience, opts.now, opts.halfLifeMs);
-    const e = c.entry;
-    const hit: RecallHit = {
-      id: e._id,
-      text: e.text,
-      kind: e.kind,
-      tier: c.tier,
-      dormant: e.dormantAt <= opts.now,
-      salience,
-      score: lexical * salience,
-      lossy_summary: e.lossy_summary === true,
-      isActive: e.isActive,
-      expired: e.validity.volatile && e.validity.freshUntil !== undefined && opts.now > e.validity.freshUntil,
-      source: e.source,
-      writtenAt: e.writtenAt,
-    };
-    if (e.supersededBy) hit.supersededBy = e.supersededBy;
-    return hit;
+    return recallHit(c, opts.now, opts.halfLifeMs, lexical);
   });
   return hits
     .filter((h) => h.score > 0)
     .sort((a, b) => b.score - a.score || b.writtenAt - a.writtenAt)
     .slice(0, opts.k);
+}
+
+/** A hit for one candidate: its lexical score weighted by its salience now. */
+export function recallHit(c: Candidate, now: number, halfLifeMs: number, lexical: number): RecallHit {
+  const salience = salienceAt(c.entry.salience, now, halfLifeMs);
+  const e = c.entry;
+  const hit: RecallHit = {
+    id: e._id,
+    text: e.text,
+    kind: e.kind,
+    tier: c.tier,
+    dormant: e.dormantAt <= now,
+    salience,
+    score: lexical * salience,
+    lossy_summary: e.lossy_summary === true,
+    isActive: e.isActive,
+    expired: e.validity.volatile && e.validity.freshUntil !== undefined && now > e.validity.freshUntil,
+    source: e.source,
+    writtenAt: e.writtenAt,
+  };
+  if (e.supersededBy) hit.supersededBy = e.supersededBy;
+  if (e.supersedes) hit.supersedes = e.supersedes;
+  return hit;
 }

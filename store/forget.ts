@@ -85,10 +85,19 @@ export async function replaceSummaryContent(
   erasedId: string,
   at: number,
 ): Promise<void> {
-  const { _id, ...content } = summary;
+  const { _id } = summary;
+  const content: Partial<Entry> = {
+    text: summary.text,
+    tokens: summary.tokens,
+    terms: summary.terms,
+    atoms: summary.atoms,
+    derivedFrom: summary.derivedFrom,
+    lossy_summary: summary.lossy_summary,
+  };
+  if (summary.lossyReasons !== undefined) content.lossyReasons = summary.lossyReasons;
   await annotate(store, agentId, _id, (e) =>
     e.derivedFrom?.includes(erasedId)
-      ? { set: content, unset: content.lossyReasons === undefined ? ['lossyReasons'] : [] }
+      ? { set: content, unset: summary.lossyReasons === undefined ? ['lossyReasons'] : [] }
       : undefined,
   );
   for (const [sourceId, ok] of lossless) {

@@ -223,6 +223,17 @@ export async function evictEntry(
 
 // Consolidate ---------------------------------------------------------------------------
 
+/** Hot entries the consolidate phase may still merge: active, unexpired, in no summary. */
+export function unsubsumed(agentId: string): Filter<Entry> {
+  return {
+    agentId,
+    kind: { $ne: 'summary' },
+    isActive: true,
+    expiredAt: { $exists: false },
+    $or: [{ subsumedBy: { $exists: false } }, { subsumedBy: { $size: 0 } }],
+  };
+}
+
 /** Deterministic summary id: the same sources always make the same summary document. */
 export function summaryId(agentId: string, sourceIds: readonly string[]): string {
   const h = createHash('sha256').update(agentId).update('\0summary\0');

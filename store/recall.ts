@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import type { MemoryPolicy } from '../core/entry';
-import { rankCandidates, type RecallHit, type RecallRequest } from '../core/recall';
+import { rankCandidates, recallHit, type RecallHit, type RecallRequest } from '../core/recall';
 import { terms } from '../core/text';
 import type { Store, Tombstone } from './db';
-import { findCandidates, logQuery } from './entries';
+import { findCandidates, getEntry, logQuery } from './entries';
 
 export interface MissingEvidence {
   tombstoneId: string;
@@ -21,6 +21,40 @@ export interface RecallResult {
   asOf: number;
   /** Entries that shared a term with the query and passed the tier filters: what was ranked. */
   candidates: number;
+  /**
+   * Deep recall only: the entries that superseded a hit, each chain followed to its current
+   * fact, whether or not they match the query (the supersession walk).
+   */
+  successors?: RecallHit[];
+}
+
+/** Longest supersession chain deep recall follows (a guard against a corrupt cycle). */
+const MAX_CHAIN = 32;
+
+async function supersessionSuccessors(
+  store: Store,
+  agentId: string,
+  hits: RecallHit[],
+  now: number,
+  policy: MemoryPolicy,
+): Promise<RecallHit[]> {
+  const seen = new Set<string>();
+  const successors: RecallHit[] = [];
+  let frontier = hits.map((h) => h.supersededBy).filter((id): id is string => id !== undefined);
+  for (let depth = 0; frontier.length > 0 && depth < MAX_CHAIN; depth++) {
+    const next: string[] = [];
+    for (const id of frontier) {
+      if (seen.has(id)) continue;
+      seen.add(id);
+      const found = await getEntry(store, agentId, id);
+      if (!found) continue;
+      const hit = recallHit(found, now, policy.halfLifeMs, 0);
+      successors.push(hit);
+      if (hit.supersededBy) next.push(hit.supersededBy);
+    }
+    frontier = next;
+  }
+  return successors;
 }
 
 /**
@@ -39,6 +73,7 @@ export async function recall(store: Store, req: RecallRequest, policy: MemoryPol
   const hits = rankCandidates(req.query, candidates, { now, k: req.k, ...policy });
   const result: RecallResult = { hits, asOf: now, candidates: candidates.length };
   if (req.deep) {
+    result.successors = await supersessionSuccessors(store, req.agentId, hits, now, policy);
     const stones = await store.tombstones
       .find({ agentId: req.agentId, terms: { $in: queryTerms } })
       .toArray();

@@ -45,7 +45,7 @@ export async function createMemgateWorker(
     ...(opts.workflowBundle
       ? { workflowBundle: opts.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') }),
-    activities: createActivities({ store, policy: memoryPolicy(config) }),
+    activities: createActivities({ store, policy: memoryPolicy(config), config }),
   });
   return {
     worker,

@@ -1,2 +1,3 @@
 export { agentMemory } from './agentMemory';
 export { contextWindow } from './contextWindow';
+export { consolidateAgent, forget, nightlyConsolidation, restore } from './consolidation';

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { stackDown, stackUp } from '../../scripts/stack';
 import { createMemgateWorker } from '../../worker/worker';
+import { ensureNightlySchedule } from '../schedule';
 import { config, resolveEndpoints } from './context';
 
 export function registerWorkerCommands(program: Command): void {
@@ -25,6 +26,10 @@ export function registerWorkerCommands(program: Command): void {
       }
       try {
         const handle = await createMemgateWorker(c, endpoints);
+        const schedule = await ensureNightlySchedule(c, endpoints.temporalAddress);
+        console.log(
+          `schedule ${schedule.scheduleId} ${schedule.action}: nightly at ${c.nightlyAt} ${c.nightlyTimezone}`,
+        );
         console.log(
           `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${endpoints.mongoUri}`,
         );

@@ -4,16 +4,16 @@ import type { Store } from '../../store/db';
 type Method = 'deleteOne' | 'replaceOne' | 'updateOne';
 
 /**
- * Run `hook` right before the next call of one collection method of a tier, then either
- * let the call through or fail it without reaching the server. Later calls go through.
- * Works on a running worker's store too, since activities read `store.hot` / `store.cold`
- * at call time. Returns an undo function.
+ * Run `hook` (given the call's arguments) right before the next call of one collection
+ * method of a tier, then either let the call through or fail it without reaching the
+ * server. Later calls go through. Works on a running worker's store too, since activities
+ * read `store.hot` / `store.cold` at call time. Returns an undo function.
  */
 function interceptOnce(
   store: Store,
   tier: Tier,
   method: Method,
-  hook: () => Promise<void>,
+  hook: (args: unknown[]) => Promise<void>,
   fail: boolean,
 ): () => void {
   const original = store[tier];
@@ -27,7 +27,7 @@ function interceptOnce(
       return async (...args: unknown[]) => {
         if (!fired) {
           fired = true;
-          await hook();
+          await hook(args);
           if (fail) throw new Error(`injected failure before ${tier}.${method}`);
         }
         return bound(...args);
@@ -44,7 +44,7 @@ export function failOnce(
   store: Store,
   tier: Tier,
   method: Method,
-  before: () => Promise<void> = async () => undefined,
+  before: (args: unknown[]) => Promise<void> = async () => undefined,
 ): () => void {
   return interceptOnce(store, tier, method, before, true);
 }

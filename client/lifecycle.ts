@@ -1,0 +1,106 @@
+import { ActivityFailure, ChildWorkflowFailure, WorkflowFailedError, type Client } from '@temporalio/client';
+import { z } from 'zod';
+import type { ConsolidationReport } from '../activities/consolidation';
+import type { Config } from '../core/config';
+import { agentIdSchema, zodIssues } from '../core/entry';
+import { InvalidInputError } from '../core/errors';
+import type { RestoreResult } from '../store/lifecycle';
+import {
+  consolidateAgent,
+  consolidateAgentWorkflowId,
+  forget,
+  forgetWorkflowId,
+  restore,
+  restoreWorkflowId,
+} from '../workflows/consolidation';
+import { fromTemporalFailure } from './errors';
+
+const epochMs = z.number().int().min(0).max(8.64e15);
+const entryIdSchema = z.string().min(1).max(256);
+
+const consolidateSchema = z.strictObject({ agentId: agentIdSchema, asOf: epochMs });
+const restoreSchema = z.strictObject({
+  agentId: agentIdSchema,
+  entryId: entryIdSchema,
+  freshUntil: epochMs.optional(),
+});
+const forgetSchema = z.strictObject({ agentId: agentIdSchema, entryId: entryIdSchema });
+
+function parse<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) throw new InvalidInputError(`invalid ${what}`, zodIssues(parsed.error));
+  return parsed.data;
+}
+
+/** The failure a workflow or one of its activities raised, as the MemgateError it started as. */
+function unwrap(err: unknown): unknown {
+  let cause = err;
+  while (
+    cause instanceof WorkflowFailedError ||
+    cause instanceof ActivityFailure ||
+    cause instanceof ChildWorkflowFailure
+  ) {
+    if (!cause.cause) break;
+    cause = cause.cause;
+  }
+  const typed = fromTemporalFailure(cause);
+  return typed === cause ? err : typed;
+}
+
+async function run<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw unwrap(err);
+  }
+}
+
+/**
+ * Operator actions on the memory lifecycle, each a durable workflow on the worker's queue:
+ * a consolidation run now, a restore of a superseded (or expired) entry, an erasure.
+ */
+export class LifecycleClient {
+  constructor(
+    private readonly temporal: Client,
+    private readonly config: Pick<Config, 'taskQueue'>,
+  ) {}
+
+  /** Run one agent's nightly pass as of `asOf`; joins a run of the same agent and instant already under way. */
+  async consolidate(input: { agentId: string; asOf: number }): Promise<ConsolidationReport> {
+    const { agentId, asOf } = parse(consolidateSchema, input, 'consolidation');
+    return run(() =>
+      this.temporal.workflow.execute(consolidateAgent, {
+        workflowId: consolidateAgentWorkflowId(agentId, asOf),
+        taskQueue: this.config.taskQueue,
+        args: [{ agentId, asOf }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    );
+  }
+
+  /** Reverse a supersession, or renew an expired volatile fact until `freshUntil`. */
+  async restore(input: { agentId: string; entryId: string; freshUntil?: number }): Promise<RestoreResult> {
+    const request = parse(restoreSchema, input, 'restore');
+    return run(() =>
+      this.temporal.workflow.execute(restore, {
+        workflowId: restoreWorkflowId(request.agentId, request.entryId),
+        taskQueue: this.config.taskQueue,
+        args: [request],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    );
+  }
+
+  /** Erase an entry (I10); NotFoundError when the agent has no such entry. */
+  async forget(input: { agentId: string; entryId: string }) {
+    const request = parse(forgetSchema, input, 'forget');
+    return run(() =>
+      this.temporal.workflow.execute(forget, {
+        workflowId: forgetWorkflowId(request.agentId, request.entryId),
+        taskQueue: this.config.taskQueue,
+        args: [request],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    );
+  }
+}
