@@ -1,6 +1,5 @@
 import {
   allHandlersFinished,
-  ApplicationFailure,
   condition,
   continueAsNew,
   defineUpdate,
@@ -14,7 +13,8 @@ import {
   type WriteRequest,
   type WriteRequestInput,
 } from '../core/entry';
-import { MemgateError } from '../core/errors';
+import { InvalidInputError } from '../core/errors';
+import { asApplicationFailure } from './failures';
 import type { PersistedEntry } from '../activities/write';
 import type { Activities } from '../activities';
 
@@ -72,22 +72,12 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
         try {
           const request = parseWriteRequest(raw, input.limits);
           if (request.agentId !== input.agentId) {
-            throw ApplicationFailure.create({
-              type: 'InvalidInput',
-              message: `write for agent ${request.agentId} sent to the workflow of agent ${input.agentId}`,
-              nonRetryable: true,
-            });
+            throw new InvalidInputError(
+              `write for agent ${request.agentId} sent to the workflow of agent ${input.agentId}`,
+            );
           }
         } catch (err) {
-          if (err instanceof MemgateError) {
-            throw ApplicationFailure.create({
-              type: err.type,
-              message: err.message,
-              details: [err.details],
-              nonRetryable: true,
-            });
-          }
-          throw err;
+          throw asApplicationFailure(err);
         }
       },
     },

@@ -1,6 +1,5 @@
 import {
   allHandlersFinished,
-  ApplicationFailure,
   condition,
   continueAsNew,
   defineQuery,
@@ -9,7 +8,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { UpdateDefinition } from '@temporalio/common';
-import { MemgateError } from '../core/errors';
+import { asApplicationFailure } from './failures';
 import {
   admit,
   advanceTurn,
@@ -56,17 +55,6 @@ export function contextWindowWorkflowId(sessionId: string): string {
   return `memgate-window-${sessionId}`;
 }
 
-/** A MemgateError leaves the workflow as a non-retryable ApplicationFailure of the same type. */
-function asFailure(err: unknown): unknown {
-  if (!(err instanceof MemgateError)) return err;
-  return ApplicationFailure.create({
-    type: err.type,
-    message: err.message,
-    details: [err.details],
-    nonRetryable: true,
-  });
-}
-
 /**
  * One context window per agent session. Validators reject bad input before it reaches
  * history; every decision (admission, eviction, swap, refusal) is an Update outcome in history.
@@ -76,7 +64,7 @@ export async function contextWindow(input: ContextWindowInput): Promise<void> {
   try {
     state = input.state ?? openWindow(input.settings);
   } catch (err) {
-    throw asFailure(err);
+    throw asApplicationFailure(err);
   }
 
   function handle<R, I>(
@@ -92,7 +80,7 @@ export async function contextWindow(input: ContextWindowInput): Promise<void> {
           state = next.state;
           return next.result;
         } catch (err) {
-          throw asFailure(err);
+          throw asApplicationFailure(err);
         }
       },
       {
@@ -100,7 +88,7 @@ export async function contextWindow(input: ContextWindowInput): Promise<void> {
           try {
             validate(state, req);
           } catch (err) {
-            throw asFailure(err);
+            throw asApplicationFailure(err);
           }
         },
       },
