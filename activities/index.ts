@@ -1,7 +1,9 @@
 import type { Config } from '../core/config';
 import type { MemoryPolicy } from '../core/entry';
+import { createModels } from '../llm';
 import { extractiveSummarizer } from '../llm/summarizer';
 import type { Store } from '../store/db';
+import { createAuditActivities } from './audit';
 import { createConsolidationActivities } from './consolidation';
 import { createWriteActivities } from './write';
 
@@ -14,6 +16,7 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   return {
     ...createWriteActivities(deps.store, deps.policy),
+    ...createAuditActivities(deps.store, deps.config, deps.policy, createModels(deps.config)),
     ...createConsolidationActivities(deps.store, deps.config, extractiveSummarizer),
   };
 }

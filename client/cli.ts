@@ -1,5 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { MemgateError } from '../core/errors';
+import { registerAuditCommands } from './commands/audit';
+import { registerImpossibleCommands } from './commands/impossible';
 import { registerLifecycleCommands } from './commands/lifecycle';
 import { registerMemoryCommands } from './commands/memory';
 import { registerStackCommands } from './commands/stack';
@@ -14,6 +16,8 @@ export function buildProgram(): Command {
   registerWorkerCommands(program);
   registerMemoryCommands(program);
   registerStackCommands(program);
+  registerAuditCommands(program);
+  registerImpossibleCommands(program);
   registerWindowCommands(program);
   registerLifecycleCommands(program);
   return program;

@@ -135,3 +135,140 @@ export function bootstrapShareInterval(
   const at = (q: number) => shares[Math.min(shares.length - 1, Math.max(0, Math.floor(q * shares.length)))]!;
   return { low: at(tail), high: at(1 - tail) };
 }
+
+export type ReadCondition = 'forced-gold' | 'top-60';
+export const READ_CONDITIONS: readonly ReadCondition[] = ['top-60', 'forced-gold'];
+
+/** Which units a read can reach: what a classic policy retained, memgate's hot tier, or hot + cold. */
+export type ReadSetting = 'retained' | 'hot' | 'hot+cold';
+
+/** The arms, in the order they are run and reported; random runs under three seeds. */
+export const AUDIT_ARMS = [
+  'no-eviction',
+  'fifo',
+  'random-1',
+  'random-2',
+  'random-3',
+  'redundancy',
+  'importance',
+  'gold-control',
+  'memgate',
+] as const;
+export type AuditArm = (typeof AUDIT_ARMS)[number];
+
+/** The three tightness checks, run on every error: does each of these contexts answer it? */
+export interface TightnessChecks {
+  /** Restore only the gold that survived. Flipping an irreversible error this way contradicts it. */
+  survivingGoldOnly: boolean;
+  /** Hand the reader the whole store it can reach. */
+  wholeStore: boolean;
+  /** Unrelated text of the gold's length in the gold position. It should never flip. */
+  placebo: boolean;
+}
+
+/** One question under one arm, budget, read setting and condition: the audit's output unit. */
+export interface AuditRecord {
+  _id: string;
+  runId: string;
+  questionId: string;
+  questionType: string;
+  arm: AuditArm;
+  /** Token budget of the arm; null for no-eviction. */
+  budget: number | null;
+  readSetting: ReadSetting;
+  condition: ReadCondition;
+  reader: string;
+  judge: string;
+  importanceScorer?: string;
+  store: { units: number; tokens: number; reachableUnits: number; reachableTokens: number };
+  /** Gold units, those the read setting cannot reach, and those deleted outright. */
+  gold: { units: number; evicted: number; deleted: number };
+  contextUnits: number;
+  restoredTokens: number;
+  verdicts: Classification & {
+    cleanGold: boolean;
+    policy: boolean;
+    restored: boolean;
+    checks: TightnessChecks | null;
+  };
+  answers: { policy: string; restored: string };
+  at: number;
+}
+
+export interface SummaryRow extends BinCounts {
+  arm: string;
+  budget: number | null;
+  readSetting: ReadSetting;
+  condition: ReadCondition;
+  reader: string;
+  judge: string;
+  irreversibleShare: number | null;
+  interval: Interval | null;
+  /** Irreversible errors per question in the denominator. */
+  irreversibleRate: number | null;
+  /** Gold units the read setting could not reach, over all gold units. */
+  goldEvictedRate: number;
+  /** Tightness checks that contradict a bin: irreversible errors fixed without the evicted gold, and placebo flips. */
+  violations: {
+    survivingGoldFixedIrreversible: number;
+    wholeStoreFixedIrreversible: number;
+    placeboFlips: number;
+  };
+  note?: string;
+}
+
+/** The arm as a reader of the table names it: memgate once per read setting. */
+export function armLabel(r: Pick<AuditRecord, 'arm' | 'readSetting'>): string {
+  if (r.arm !== 'memgate') return r.arm;
+  return r.readSetting === 'hot' ? 'memgate (hot)' : 'memgate (deep)';
+}
+
+/** One row per arm, budget, read setting, condition, reader and judge; ordered for reading. */
+export function summarizeAudit(records: readonly AuditRecord[]): SummaryRow[] {
+  const groups = new Map<string, AuditRecord[]>();
+  for (const r of records) {
+    const key = [armLabel(r), r.budget ?? 'none', r.readSetting, r.condition, r.reader, r.judge].join('|');
+    groups.set(key, [...(groups.get(key) ?? []), r]);
+  }
+  const rows = [...groups.entries()].map(([key, group]) => {
+    const first = group[0]!;
+    const items = group.map((r) => r.verdicts);
+    const counts = tally(items);
+    const goldUnits = group.reduce((s, r) => s + r.gold.units, 0);
+    const violations = { survivingGoldFixedIrreversible: 0, wholeStoreFixedIrreversible: 0, placeboFlips: 0 };
+    for (const { verdicts: v } of group) {
+      if (!v.checks) continue;
+      if (v.bin === 'irreversible' && v.checks.survivingGoldOnly) violations.survivingGoldFixedIrreversible++;
+      if (v.bin === 'irreversible' && v.checks.wholeStore) violations.wholeStoreFixedIrreversible++;
+      if (v.checks.placebo) violations.placeboFlips++;
+    }
+    const row: SummaryRow = {
+      arm: armLabel(first),
+      budget: first.budget,
+      readSetting: first.readSetting,
+      condition: first.condition,
+      reader: first.reader,
+      judge: first.judge,
+      ...counts,
+      irreversibleShare: irreversibleShare(counts),
+      interval: bootstrapShareInterval(items, { seed: key }),
+      irreversibleRate: counts.denominator ? counts.irreversible / counts.denominator : null,
+      goldEvictedRate: goldUnits ? group.reduce((s, r) => s + r.gold.evicted, 0) / goldUnits : 0,
+      violations,
+    };
+    if (first.condition === 'forced-gold') {
+      row.note = 'recoverable is 0 by construction: every surviving gold unit is already in the context';
+    }
+    return row;
+  });
+  const armOrder = (label: string) =>
+    AUDIT_ARMS.findIndex((a) => label.startsWith(a)) + (label.endsWith('(deep)') ? 0.5 : 0);
+  return rows.sort(
+    (a, b) =>
+      READ_CONDITIONS.indexOf(a.condition) - READ_CONDITIONS.indexOf(b.condition) ||
+      (b.budget ?? Infinity) - (a.budget ?? Infinity) ||
+      armOrder(a.arm) - armOrder(b.arm) ||
+      a.reader.localeCompare(b.reader) ||
+      a.judge.localeCompare(b.judge),
+  );
+}

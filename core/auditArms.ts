@@ -1,4 +1,5 @@
-import { seededRandom } from './audit';
+import { seededRandom, type ReadCondition } from './audit';
+import { reclaimAction, type EvictionInput, type ReclaimAction } from './eviction';
 import { termSequence, terms } from './text';
 
 /**
@@ -204,8 +205,6 @@ export function rankTopK(query: string, units: readonly MemoryUnit[], k: number)
     .map((x) => x.u);
 }
 
-export type ReadCondition = 'forced-gold' | 'top-60';
-export const READ_CONDITIONS: readonly ReadCondition[] = ['forced-gold', 'top-60'];
 /** Units the frozen ranker hands the reader. */
 export const TOP_K = 60;
 
@@ -272,4 +271,59 @@ export function placeboFor(added: readonly ContextUnit[], filler: readonly Memor
     }
     return { ...u, id: `placebo:${u.id}`, text };
   });
+}
+
+/**
+ * What memgate's reclaim sees of an entry: storage signals to rank by, and the facts the
+ * two-key check needs. No salience value: the ranking cannot use one (I2).
+ */
+export interface ReclaimCandidate {
+  id: string;
+  writtenAt: number;
+  tokens: number;
+  /** The gate's verdict as a timestamp: gated once dormantAt <= now. */
+  dormantAt: number;
+  subsumedBy?: { lossless: boolean }[];
+}
+
+export interface ReclaimSettings {
+  now: number;
+  reclaimFloor: number;
+  gateThreshold: number;
+  refreshWindowMs: number;
+  evictLossySubsumed: boolean;
+}
+
+/**
+ * memgate's arm: reclaim hot tokens down to the budget, oldest write first (larger first on
+ * a tie), each candidate spilled or evicted as `reclaimAction` (the two-key check) says.
+ * The audit drives the check directly over the ingested entries; consolidation's planner is
+ * the place to take this over once it plans by tokens.
+ */
+export function planReclaimToBudget(
+  candidates: readonly ReclaimCandidate[],
+  budget: number,
+  s: ReclaimSettings,
+): { id: string; action: ReclaimAction }[] {
+  let tokens = candidates.reduce((sum, c) => sum + c.tokens, 0);
+  const order = [...candidates].sort((a, b) => a.writtenAt - b.writtenAt || b.tokens - a.tokens);
+  const plan: { id: string; action: ReclaimAction }[] = [];
+  for (const c of order) {
+    if (tokens <= budget) break;
+    const gated = c.dormantAt <= s.now;
+    const input: EvictionInput = {
+      reclaimFloor: s.reclaimFloor,
+      gateThreshold: s.gateThreshold,
+      gated,
+      // Key A: the nightly refresh reads gated entries.
+      reachable: true,
+      refreshWindowElapsed: s.now > c.dormantAt + s.refreshWindowMs,
+      subsumedLosslessly: c.subsumedBy?.some((x) => x.lossless) ?? false,
+      lossySummaryFlagged: c.subsumedBy?.some((x) => !x.lossless) ?? false,
+      livePolicy: 'capacity',
+    };
+    plan.push({ id: c.id, action: reclaimAction(input, { evictLossySubsumed: s.evictLossySubsumed }) });
+    tokens -= c.tokens;
+  }
+  return plan;
 }

@@ -1,0 +1,505 @@
+import { activityInfo, ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
+import {
+  classify,
+  READ_CONDITIONS,
+  type AuditArm,
+  type AuditRecord,
+  type ReadCondition,
+  type ReadSetting,
+  type TightnessChecks,
+} from '../core/audit';
+import {
+  chronological,
+  placeboFor,
+  planReclaimToBudget,
+  readContext,
+  retainByImportance,
+  retainFifo,
+  retainGoldControl,
+  retainRandom,
+  retainRedundancyAware,
+  totalTokens,
+  withRestored,
+  type ContextUnit,
+  type MemoryUnit,
+} from '../core/auditArms';
+import type { Config } from '../core/config';
+import { buildEntry, type Entry, type MemoryPolicy } from '../core/entry';
+import { InvalidInputError, MemgateError } from '../core/errors';
+import { HOUR_MS } from '../core/salience';
+import { chooseJudge, chooseReader, type JudgeChoice, type Models, type ReaderChoice } from '../llm';
+import type { Judge, Reader } from '../llm/models';
+import {
+  agentEntries,
+  dropAgents,
+  evictBatch,
+  saveAuditRecords,
+  spillBatch,
+  storedAuditRecordIds,
+  type MoveDecision,
+} from '../store/audit';
+import type { Store } from '../store/db';
+import { entryId, insertNewEntries } from '../store/entries';
+import {
+  haystackTurns,
+  listQuestions,
+  loadQuestion,
+  parseLongMemEvalDate,
+  unitId,
+  type HaystackTurn,
+  type LongMemEvalQuestion,
+  type QuestionRef,
+} from './longMemEval';
+
+/** The restore-counterfactual audit's activities (design section 7). */
+
+const HAYSTACKS_KEPT = 4;
+
+export interface AuditSettings {
+  budgets: number[];
+  reader: ReaderChoice;
+  judge: JudgeChoice;
+  restoreCapTokens: number;
+}
+
+export interface AuditQuestionTask {
+  runId: string;
+  ref: QuestionRef;
+  settings: AuditSettings;
+}
+
+export interface PreparedQuestion {
+  units: number;
+  tokens: number;
+  goldUnits: number;
+  /** The reader answers it when handed only the clean gold: the denominator filter. */
+  cleanGold: boolean;
+}
+
+export interface AuditArmTask extends AuditQuestionTask {
+  arm: AuditArm;
+  cleanGold: boolean;
+}
+
+export interface ArmOutcome {
+  records: number;
+  /** Every record was already stored (a rerun of the same run id). */
+  reused: boolean;
+}
+
+export function auditAgentId(runId: string, questionId: string, memgateBudget?: number): string {
+  const base = `audit.${runId}.${questionId.replace(/[^A-Za-z0-9._:-]/g, '-')}`;
+  return memgateBudget === undefined ? base : `${base}.memgate-${memgateBudget}`;
+}
+
+/** A MemgateError crosses into Temporal as an ApplicationFailure of its type, non-retryable unless it says otherwise. */
+async function asActivity<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof MemgateError) {
+      throw ApplicationFailure.create({
+        type: err.type,
+        message: err.message,
+        details: [err.details],
+        nonRetryable: !err.retryable,
+      });
+    }
+    throw err;
+  }
+}
+
+function entriesFor(agentId: string, turns: HaystackTurn[], policy: MemoryPolicy): Entry[] {
+  return turns.map((t) =>
+    buildEntry(
+      entryId(agentId, { idempotencyKey: t.unitId }),
+      agentId,
+      {
+        text: t.text,
+        kind: 'episode',
+        salience: 0.5,
+        idempotencyKey: t.unitId,
+        source: { origin: t.role === 'user' ? 'user' : 'agent', sessionId: t.sessionId, turn: t.turn },
+        writtenAt: t.at,
+        confidence: 0.5,
+        verified: false,
+        volatile: false,
+      },
+      policy,
+    ),
+  );
+}
+
+function unitOf(e: Entry): MemoryUnit {
+  const sessionId = e.source.sessionId ?? '';
+  const turn = e.source.turn ?? 0;
+  return {
+    id: unitId(sessionId, turn),
+    sessionId,
+    turn,
+    role: e.source.origin === 'user' ? 'user' : 'assistant',
+    at: e.writtenAt,
+    tokens: e.tokens,
+    text: e.text,
+  };
+}
+
+interface Asked {
+  answer: string;
+  correct: boolean;
+}
+
+/** Everything one question's arm needs, read once per activity. */
+interface QuestionSetup {
+  task: AuditQuestionTask;
+  q: LongMemEvalQuestion;
+  turns: HaystackTurn[];
+  /** The haystack as memgate's store holds it for this question's agent. */
+  units: MemoryUnit[];
+  goldIds: Set<string>;
+  gold: MemoryUnit[];
+  /** Unrelated text for the placebo: turns outside the gold sessions. */
+  filler: MemoryUnit[];
+  sessionDates: Map<string, string>;
+  reader: Reader;
+  judge: Judge;
+  asked: Map<string, Asked>;
+}
+
+export function createAuditActivities(store: Store, config: Config, policy: MemoryPolicy, models: Models) {
+  /** Writes the haystack into the agent's hot tier; returns the entries it holds there. */
+  async function ingest(agentId: string, turns: HaystackTurn[]): Promise<Entry[]> {
+    const built = entriesFor(agentId, turns, policy);
+    const status = await insertNewEntries(store, built);
+    // A first ingest wrote exactly these; a repeated one may meet moved entries, so read back.
+    return [...status.values()].every((x) => x === 'created') ? built : agentEntries(store, agentId, 'hot');
+  }
+
+  /** The last few haystacks this worker read, since every arm of a question reads the same one. */
+  const haystacks = new Map<string, MemoryUnit[]>();
+  async function haystack(agentId: string, turns: HaystackTurn[]): Promise<MemoryUnit[]> {
+    const known = haystacks.get(agentId);
+    if (known) return known;
+    let entries = await agentEntries(store, agentId, 'hot');
+    if (entries.length < turns.length) entries = await ingest(agentId, turns);
+    const units = chronological(entries.map(unitOf));
+    haystacks.set(agentId, units);
+    if (haystacks.size > HAYSTACKS_KEPT) haystacks.delete(haystacks.keys().next().value!);
+    return units;
+  }
+
+  async function setup(task: AuditQuestionTask): Promise<QuestionSetup> {
+    const q = loadQuestion(task.ref);
+    const turns = haystackTurns(q);
+    const units = await haystack(auditAgentId(task.runId, q.question_id), turns);
+    const goldIds = new Set(turns.filter((t) => t.gold).map((t) => t.unitId));
+    if (goldIds.size === 0) throw new InvalidInputError(`question ${q.question_id} has no evidence turns`);
+    const goldSessions = new Set(q.answer_session_ids);
+    return {
+      task,
+      q,
+      turns,
+      units,
+      goldIds,
+      gold: units.filter((u) => goldIds.has(u.id)),
+      filler: units.filter((u) => !goldSessions.has(u.sessionId)),
+      sessionDates: new Map(turns.map((t) => [t.sessionId, t.sessionDate])),
+      reader: chooseReader(models, task.settings.reader),
+      judge: chooseJudge(models, task.settings.judge),
+      asked: new Map(),
+    };
+  }
+
+  /** One reader call and its judgement; identical contexts within an activity are asked once. */
+  async function ask(s: QuestionSetup, context: ContextUnit[]): Promise<Asked> {
+    const key = context.map((u) => (u.truncated ? `${u.id}~` : u.id)).join('|');
+    const known = s.asked.get(key);
+    if (known) return known;
+    const answer = await s.reader.answer({
+      question: s.q.question,
+      questionDate: s.q.question_date,
+      snippets: context.map((u) => ({
+        id: u.id,
+        text: u.text,
+        date: s.sessionDates.get(u.sessionId) ?? '',
+        role: u.role,
+        ...(u.truncated ? { truncated: true } : {}),
+      })),
+      reference: { answer: s.q.answer, evidenceIds: [...s.goldIds] },
+    });
+    const asked = {
+      answer,
+      correct: await s.judge.correct({ question: s.q.question, reference: s.q.answer, response: answer }),
+    };
+    s.asked.set(key, asked);
+    return asked;
+  }
+
+  interface View {
+    readSetting: ReadSetting;
+    reachable: MemoryUnit[];
+    deleted: Set<string>;
+  }
+
+  function retained(s: QuestionSetup, keep: Set<string>): View[] {
+    return [
+      { readSetting: 'retained', reachable: s.units.filter((u) => keep.has(u.id)), deleted: new Set() },
+    ];
+  }
+
+  /** memgate's own policy on its own agent: reclaim to the budget (spill, two-key), read hot and hot + cold. */
+  async function memgateViews(s: QuestionSetup, budget: number): Promise<View[]> {
+    const agentId = auditAgentId(s.task.runId, s.q.question_id, budget);
+    const hot = await ingest(agentId, s.turns);
+    const now = parseLongMemEvalDate(s.q.question_date);
+    const byId = new Map(hot.map((e) => [e._id, e]));
+    const plan = planReclaimToBudget(
+      hot.map((e) => ({
+        id: e._id,
+        writtenAt: e.writtenAt,
+        tokens: e.tokens,
+        dormantAt: e.dormantAt,
+        ...(e.subsumedBy ? { subsumedBy: e.subsumedBy } : {}),
+      })),
+      budget,
+      {
+        now,
+        reclaimFloor: config.reclaimFloor,
+        gateThreshold: config.gateThreshold,
+        refreshWindowMs: config.refreshWindowHours * HOUR_MS,
+        evictLossySubsumed: config.evictLossySubsumed,
+      },
+    );
+    const moves = (action: 'spill' | 'evict'): MoveDecision[] =>
+      plan
+        .filter((p) => p.action.action === action)
+        .map((p) => ({
+          entry: byId.get(p.id)!,
+          reason: `audit reclaim to ${budget} tokens: ${p.action.decision.why}`,
+          inputs: { budget, decision: p.action.decision.action },
+        }));
+    await spillBatch(store, moves('spill'), now);
+    const evicted = moves('evict');
+    await evictBatch(store, evicted, now);
+    const [hotAfter, cold] = await Promise.all([
+      agentEntries(store, agentId, 'hot'),
+      agentEntries(store, agentId, 'cold'),
+    ]);
+    const hotUnits = hotAfter.map(unitOf);
+    const hotIds = new Set(hotUnits.map((u) => u.id));
+    const deleted = new Set(evicted.map((m) => unitOf(m.entry).id));
+    return [
+      { readSetting: 'hot', reachable: chronological(hotUnits), deleted },
+      {
+        readSetting: 'hot+cold',
+        reachable: chronological([...hotUnits, ...cold.map(unitOf).filter((u) => !hotIds.has(u.id))]),
+        deleted,
+      },
+    ];
+  }
+
+  async function views(
+    s: QuestionSetup,
+    arm: AuditArm,
+    budget: number | null,
+    importance: () => Promise<Map<string, number>>,
+  ) {
+    if (arm === 'no-eviction' || budget === null) return retained(s, new Set(s.units.map((u) => u.id)));
+    const qid = s.q.question_id;
+    switch (arm) {
+      case 'fifo':
+        return retained(s, retainFifo(s.units, budget));
+      case 'random-1':
+      case 'random-2':
+      case 'random-3':
+        return retained(s, retainRandom(s.units, budget, `${arm}:${qid}`));
+      case 'redundancy':
+        return retained(s, retainRedundancyAware(s.units, budget));
+      case 'importance':
+        return retained(s, retainByImportance(s.units, await importance(), budget));
+      case 'gold-control':
+        return retained(s, retainGoldControl(s.units, s.goldIds, budget, `gold-control:${qid}`));
+      case 'memgate':
+        return memgateViews(s, budget);
+    }
+  }
+
+  async function evaluate(
+    s: QuestionSetup,
+    task: AuditArmTask,
+    budget: number | null,
+    view: View,
+    condition: ReadCondition,
+  ): Promise<AuditRecord> {
+    const reachableIds = new Set(view.reachable.map((u) => u.id));
+    const context = readContext(condition, s.q.question, view.reachable, s.goldIds);
+    const cap = task.settings.restoreCapTokens;
+    const policyRead = await ask(s, context);
+    const restore = withRestored(context, s.gold, cap);
+    const restoredRead = await ask(s, restore.units);
+    const goldEvicted = s.gold.filter((g) => !reachableIds.has(g.id)).length;
+    const c = classify({
+      cleanGold: task.cleanGold,
+      policy: policyRead.correct,
+      restored: restoredRead.correct,
+      goldEvicted,
+    });
+    let checks: TightnessChecks | null = null;
+    if (c.bin === 'irreversible' || c.bin === 'recoverable' || c.bin === 'residual') {
+      const inContext = new Set(context.map((u) => u.id));
+      const surviving = withRestored(
+        context,
+        s.gold.filter((g) => reachableIds.has(g.id)),
+        cap,
+      );
+      checks = {
+        survivingGoldOnly: (await ask(s, surviving.units)).correct,
+        wholeStore: (await ask(s, view.reachable)).correct,
+        placebo: (
+          await ask(s, [
+            ...context,
+            ...placeboFor(
+              restore.added,
+              s.filler.filter((u) => !inContext.has(u.id)),
+            ),
+          ])
+        ).correct,
+      };
+    }
+    const budgetKey = budget ?? 'none';
+    return {
+      _id: `${task.runId}:${s.q.question_id}:${task.arm}:${budgetKey}:${view.readSetting}:${condition}`,
+      runId: task.runId,
+      questionId: s.q.question_id,
+      questionType: s.q.question_type,
+      arm: task.arm,
+      budget,
+      readSetting: view.readSetting,
+      condition,
+      reader: s.reader.name,
+      judge: s.judge.name,
+      ...(task.arm === 'importance' ? { importanceScorer: models.importance.name } : {}),
+      store: {
+        units: s.units.length,
+        tokens: totalTokens(s.units),
+        reachableUnits: view.reachable.length,
+        reachableTokens: totalTokens(view.reachable),
+      },
+      gold: {
+        units: s.gold.length,
+        evicted: goldEvicted,
+        deleted: s.gold.filter((g) => view.deleted.has(g.id)).length,
+      },
+      contextUnits: context.length,
+      restoredTokens: totalTokens(restore.added),
+      verdicts: {
+        ...c,
+        cleanGold: task.cleanGold,
+        policy: policyRead.correct,
+        restored: restoredRead.correct,
+        checks,
+      },
+      answers: { policy: policyRead.answer, restored: restoredRead.answer },
+      at: Date.now(),
+    };
+  }
+
+  function budgetsOf(task: AuditArmTask): (number | null)[] {
+    return task.arm === 'no-eviction' ? [null] : task.settings.budgets;
+  }
+
+  function recordIds(task: AuditArmTask): string[] {
+    const settings: ReadSetting[] = task.arm === 'memgate' ? ['hot', 'hot+cold'] : ['retained'];
+    return budgetsOf(task).flatMap((b) =>
+      settings.flatMap((rs) =>
+        READ_CONDITIONS.map(
+          (c) => `${task.runId}:${task.ref.questionId}:${task.arm}:${b ?? 'none'}:${rs}:${c}`,
+        ),
+      ),
+    );
+  }
+
+  return {
+    async listAuditQuestions(input: {
+      source: string;
+      questionIds?: string[];
+      limit?: number;
+    }): Promise<QuestionRef[]> {
+      return asActivity(async () => {
+        let refs = listQuestions(input.source);
+        if (input.questionIds?.length) {
+          const wanted = new Set(input.questionIds);
+          const missing = input.questionIds.filter((id) => !refs.some((r) => r.questionId === id));
+          if (missing.length)
+            throw new InvalidInputError(`no such question in ${input.source}: ${missing.join(', ')}`);
+          refs = refs.filter((r) => wanted.has(r.questionId));
+        }
+        return input.limit ? refs.slice(0, input.limit) : refs;
+      });
+    },
+
+    /** Ingest the haystack in date order into the question's agent, and run the denominator filter. */
+    async prepareAuditQuestion(task: AuditQuestionTask): Promise<PreparedQuestion> {
+      return asActivity(async () => {
+        const s = await setup(task);
+        return {
+          units: s.units.length,
+          tokens: totalTokens(s.units),
+          goldUnits: s.gold.length,
+          cleanGold: (await ask(s, s.gold)).correct,
+        };
+      });
+    },
+
+    /**
+     * One question under one arm: every budget, read setting and condition. Records are saved
+     * per budget and the heartbeat carries the next budget, so a retry resumes there.
+     */
+    async runAuditArm(task: AuditArmTask): Promise<ArmOutcome> {
+      return asActivity(async () => {
+        const ids = recordIds(task);
+        if ((await storedAuditRecordIds(store, ids)).size === ids.length)
+          return { records: ids.length, reused: true };
+        const s = await setup(task);
+        let scores: Map<string, number> | undefined;
+        const importance = async () => {
+          if (!scores) {
+            const values = await models.importance.score(
+              s.units.map((u) => ({ id: u.id, text: u.text, role: u.role })),
+            );
+            scores = new Map(s.units.map((u, i) => [u.id, values[i]!]));
+          }
+          return scores;
+        };
+        const budgets = budgetsOf(task);
+        const resumeAt = (activityInfo().heartbeatDetails as number | undefined) ?? 0;
+        for (let i = resumeAt; i < budgets.length; i++) {
+          const records: AuditRecord[] = [];
+          for (const view of await views(s, task.arm, budgets[i]!, importance)) {
+            for (const condition of READ_CONDITIONS) {
+              records.push(await evaluate(s, task, budgets[i]!, view, condition));
+              heartbeat(i);
+              // A worker shutting down cancels the attempt; the retry resumes at this budget.
+              Context.current().cancellationSignal.throwIfAborted();
+            }
+          }
+          await saveAuditRecords(store, records);
+          heartbeat(i + 1);
+        }
+        return { records: ids.length, reused: false };
+      });
+    },
+
+    /** Drop the question's agents (haystack, memgate's copies); the records stay. */
+    async releaseAuditQuestion(task: AuditQuestionTask): Promise<void> {
+      return asActivity(async () => {
+        const id = task.ref.questionId;
+        haystacks.delete(auditAgentId(task.runId, id));
+        await dropAgents(store, [
+          auditAgentId(task.runId, id),
+          ...task.settings.budgets.map((b) => auditAgentId(task.runId, id, b)),
+        ]);
+      });
+    },
+  };
+}

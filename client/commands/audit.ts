@@ -1,0 +1,180 @@
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { Option, type Command } from 'commander';
+import { z } from 'zod';
+import { summarizeAudit } from '../../core/audit';
+import { zodIssues } from '../../core/entry';
+import { InvalidInputError } from '../../core/errors';
+import { chooseJudge, chooseReader, createModels } from '../../llm';
+import { auditRecordsOfRun } from '../../store/audit';
+import { createMemgateWorker } from '../../worker/worker';
+import {
+  auditProgressQuery,
+  auditWorkflowId,
+  memgateAudit,
+  type AuditInput,
+  type AuditProgress,
+} from '../../workflows/audit';
+import { MemgateClient } from '../client';
+import { fromTemporalFailure } from '../errors';
+import { renderChart, renderTable } from '../auditReport';
+import { config, resolveEndpoints } from './context';
+
+/** The shared LongMemEval-S sample, beside the repository. */
+const DEFAULT_DATA = resolve(__dirname, '..', '..', '..', 'shared', 'data', 'longmemeval-s');
+
+/** A comma-separated option as a list of non-empty items. */
+const commaList = z
+  .string()
+  .transform((s) =>
+    s
+      .split(',')
+      .map((x) => x.trim())
+      .filter(Boolean),
+  )
+  .pipe(z.array(z.string()).min(1));
+const positiveInt = z.coerce.number().int().positive();
+
+const optionsSchema = z.object({
+  data: z.string().min(1),
+  out: z.string().min(1),
+  budgets: commaList
+    .refine((b) => b.every((x) => /^[1-9]\d*$/.test(x)), 'whole numbers of tokens')
+    .transform((b) => [...new Set(b.map(Number))].sort((x, y) => y - x)),
+  reader: z.enum(['evidence', 'model']),
+  judge: z.enum(['match', 'model']),
+  restoreCap: positiveInt,
+  questions: commaList.optional(),
+  limit: positiveInt.optional(),
+  runId: z
+    .string()
+    .regex(/^[A-Za-z0-9-]{1,40}$/, '1-40 of A-Z a-z 0-9 -')
+    .optional(),
+  concurrency: positiveInt.max(8),
+});
+
+function progressLine(p: AuditProgress, startedAt: number): string {
+  const width = 30;
+  const filled = p.steps ? Math.round((p.stepsDone / p.steps) * width) : 0;
+  const seconds = Math.round((Date.now() - startedAt) / 1000);
+  return (
+    `[${'#'.repeat(filled)}${'-'.repeat(width - filled)}] ${p.stepsDone}/${p.steps} question×arm steps · ` +
+    `${p.questionsDone}/${p.questions} questions · ${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, '0')}s`
+  );
+}
+
+export function registerAuditCommands(program: Command): void {
+  program
+    .command('audit')
+    .description(
+      'restore-counterfactual audit of eviction policies on LongMemEval-format data, run as a Temporal workflow',
+    )
+    .addOption(
+      new Option(
+        '--data <path>',
+        'a LongMemEval file (one question or a JSON list) or a folder of them',
+      ).default(DEFAULT_DATA, '../shared/data/longmemeval-s beside the repository'),
+    )
+    .option('--out <dir>', 'where records, summary and chart are written', 'audit-out')
+    .option('--budgets <tokens>', 'comma-separated token budgets', '80000,30000,8000')
+    .option('--reader <reader>', 'evidence (offline) or model (needs OPENAI_BASE_URL)', 'evidence')
+    .option('--judge <judge>', 'match (normalised match) or model (needs OPENAI_BASE_URL)', 'match')
+    .option('--restore-cap <tokens>', 'most gold tokens the restore step adds', '2000')
+    .option('--questions <ids>', 'only these comma-separated question ids')
+    .option('--limit <n>', 'only the first n questions')
+    .option('--run-id <id>', 'run id; rerunning with one resumes it (default: derived from the options)')
+    .option('--concurrency <n>', 'questions audited at once', '2')
+    .action(async (raw: Record<string, unknown>) => {
+      const parsed = optionsSchema.safeParse(raw);
+      if (!parsed.success) throw new InvalidInputError('invalid audit options', zodIssues(parsed.error));
+      const o = parsed.data;
+      const c = config();
+      const models = createModels(c);
+      chooseReader(models, o.reader);
+      chooseJudge(models, o.judge);
+      const source = resolve(o.data);
+      if (!existsSync(source)) throw new InvalidInputError(`no such file or folder: ${source} (--data)`);
+      const settings = {
+        budgets: o.budgets,
+        reader: o.reader,
+        judge: o.judge,
+        restoreCapTokens: o.restoreCap,
+      };
+      const what = {
+        source,
+        ...(o.questions ? { questionIds: o.questions } : {}),
+        ...(o.limit ? { limit: o.limit } : {}),
+        settings,
+      };
+      // Same data and settings, same run: rerunning the command resumes or reuses it.
+      const runId =
+        o.runId ??
+        createHash('sha256')
+          .update(JSON.stringify({ ...what, model: models.remote ? c.openaiModel : null }))
+          .digest('hex')
+          .slice(0, 12);
+      const input: AuditInput = { runId, ...what, concurrency: o.concurrency };
+
+      const endpoints = await resolveEndpoints();
+      // The audit's activities read the data files, so this process brings a worker along.
+      const worker = await createMemgateWorker(c, endpoints);
+      const running = worker.run();
+      const client = await MemgateClient.connect(c, endpoints);
+      const startedAt = Date.now();
+      try {
+        const handle = await client.temporal.workflow.start(memgateAudit, {
+          workflowId: auditWorkflowId(input.runId),
+          taskQueue: c.taskQueue,
+          args: [input],
+          workflowIdConflictPolicy: 'USE_EXISTING',
+        });
+        console.error(`audit run ${input.runId}: workflow ${handle.workflowId} (see the Temporal UI)`);
+        let finished = false;
+        const result = handle.result().finally(() => (finished = true));
+        let lastLogged = -1;
+        while (!finished) {
+          await Promise.race([result.catch(() => undefined), new Promise((r) => setTimeout(r, 1000))]);
+          if (finished) break;
+          const p = await handle.query(auditProgressQuery).catch(() => undefined);
+          if (!p) continue;
+          if (process.stderr.isTTY) process.stderr.write(`\r${progressLine(p, startedAt)}`);
+          else if (Math.floor((p.stepsDone / Math.max(1, p.steps)) * 10) > lastLogged) {
+            lastLogged = Math.floor((p.stepsDone / Math.max(1, p.steps)) * 10);
+            console.error(progressLine(p, startedAt));
+          }
+        }
+        const outcome = await result.catch((err: unknown) => {
+          throw fromTemporalFailure(err);
+        });
+        if (process.stderr.isTTY) process.stderr.write('\n');
+        const wallSeconds = Math.round((Date.now() - startedAt) / 100) / 10;
+
+        const records = await auditRecordsOfRun(client.store, input.runId);
+        const rows = summarizeAudit(records);
+        const outDir = resolve(o.out);
+        mkdirSync(outDir, { recursive: true });
+        writeFileSync(join(outDir, 'records.jsonl'), records.map((r) => JSON.stringify(r)).join('\n') + '\n');
+        writeFileSync(
+          join(outDir, 'summary.json'),
+          JSON.stringify({ ...outcome, data: source, settings, wallSeconds, rows }, null, 2) + '\n',
+        );
+        const table = renderTable(rows);
+        writeFileSync(join(outDir, 'summary.md'), table);
+        const first = records[0];
+        const title =
+          `Restore-counterfactual audit · ${outcome.questions} questions · ` +
+          `${first ? `${first.reader} reader, ${first.judge} judge` : 'no records'}`;
+        writeFileSync(join(outDir, 'chart.svg'), renderChart(rows, title));
+        console.log(table);
+        console.log(
+          `${records.length} records, ${outcome.excluded} questions outside the denominator, ${wallSeconds}s; ` +
+            `written to ${outDir} (records.jsonl, summary.json, summary.md, chart.svg)`,
+        );
+      } finally {
+        worker.worker.shutdown();
+        await running;
+        await client.close();
+      }
+    });
+}

@@ -1,0 +1,65 @@
+import type { Config } from '../core/config';
+import { InvalidConfigError } from '../core/errors';
+import { evidenceReader, heuristicImportanceScorer, normalisedMatchJudge } from './local';
+import type { ImportanceScorer, Judge, Reader } from './models';
+import { openAIImportanceScorer, openAIJudge, openAIModel, openAIReader } from './openai';
+
+export interface Models {
+  /** An OpenAI-compatible endpoint is configured; otherwise every role is local. */
+  remote: boolean;
+  importance: ImportanceScorer;
+  reader: Reader;
+  judge: Judge;
+}
+
+/** The OpenAI implementations when OPENAI_BASE_URL is set, the deterministic local ones otherwise. */
+export function createModels(
+  config: Pick<Config, 'openaiBaseUrl' | 'openaiApiKey' | 'openaiModel' | 'openaiTimeoutMs'>,
+): Models {
+  if (!config.openaiBaseUrl) {
+    return {
+      remote: false,
+      importance: heuristicImportanceScorer,
+      reader: evidenceReader,
+      judge: normalisedMatchJudge,
+    };
+  }
+  const model = openAIModel({
+    baseURL: config.openaiBaseUrl,
+    apiKey: config.openaiApiKey ?? '',
+    model: config.openaiModel,
+    timeoutMs: config.openaiTimeoutMs,
+  });
+  return {
+    remote: true,
+    importance: openAIImportanceScorer(model),
+    reader: openAIReader(model),
+    judge: openAIJudge(model),
+  };
+}
+
+export type ReaderChoice = 'evidence' | 'model';
+export type JudgeChoice = 'match' | 'model';
+
+function requireEndpoint(models: Models, what: string): void {
+  if (!models.remote) {
+    throw new InvalidConfigError(
+      'OPENAI_BASE_URL',
+      `an OpenAI-compatible endpoint, required by ${what}`,
+      undefined,
+    );
+  }
+}
+
+/** The audit's reader: `evidence` is always local; `model` needs an endpoint. */
+export function chooseReader(models: Models, choice: ReaderChoice): Reader {
+  if (choice === 'evidence') return evidenceReader;
+  requireEndpoint(models, 'the model reader');
+  return models.reader;
+}
+
+export function chooseJudge(models: Models, choice: JudgeChoice): Judge {
+  if (choice === 'match') return normalisedMatchJudge;
+  requireEndpoint(models, 'the model judge');
+  return models.judge;
+}

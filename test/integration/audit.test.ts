@@ -1,0 +1,155 @@
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AuditSettings } from '../../activities/audit';
+import { AUDIT_ARMS, summarizeAudit, type AuditRecord, type SummaryRow } from '../../core/audit';
+import { auditRecordsOfRun } from '../../store/audit';
+import { auditProgressQuery, auditWorkflowId, memgateAudit, type AuditInput } from '../../workflows/audit';
+import { startTestEnv, type TestEnv } from '../support/env';
+
+/** The shared LongMemEval-S sample beside the repository; one question of each type. */
+const DATA = resolve(__dirname, '..', '..', '..', 'shared', 'data', 'longmemeval-s');
+const QUESTIONS = ['00ca467f', '07741c45', '1de5cff2', '36580ce8', '06878be2', 'gpt4_4edbafa2'];
+const BUDGETS = [80_000, 30_000, 8_000];
+const CLASSIC = ['fifo', 'random-1', 'random-2', 'random-3', 'redundancy', 'importance'];
+
+let env: TestEnv;
+let records: AuditRecord[];
+let rows: SummaryRow[];
+const runId = `t${Date.now().toString(36)}`;
+const settings: AuditSettings = {
+  budgets: BUDGETS,
+  reader: 'evidence',
+  judge: 'match',
+  restoreCapTokens: 2000,
+};
+const input: AuditInput = { runId, source: DATA, questionIds: QUESTIONS, settings, concurrency: 2 };
+
+function row(arm: string, budget: number | null, condition: string): SummaryRow {
+  const found = rows.find((r) => r.arm === arm && r.budget === budget && r.condition === condition);
+  if (!found) throw new Error(`no row ${arm} ${budget} ${condition}`);
+  return found;
+}
+
+describe.skipIf(!existsSync(DATA))('restore-counterfactual audit on LongMemEval-S (evidence reader)', () => {
+  beforeAll(async () => {
+    env = await startTestEnv();
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+
+  it('runs as a workflow that survives a worker restart and writes one record per question, arm, budget, read setting and condition', async () => {
+    const handle = await env.client.temporal.workflow.start(memgateAudit, {
+      workflowId: auditWorkflowId(runId),
+      taskQueue: env.config.taskQueue,
+      args: [input],
+    });
+    // Crash the worker once work is under way; the workflow and its activities resume on the next one.
+    for (;;) {
+      const p = await handle.query(auditProgressQuery);
+      if (p.stepsDone >= 2) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await env.restartWorker();
+    const result = await handle.result();
+    records = await auditRecordsOfRun(env.store, runId);
+    rows = summarizeAudit(records);
+
+    // Per question: no-eviction 1 × 2 conditions; 7 budgeted arms × 3 budgets × 2; memgate 3 × 2 read settings × 2.
+    const perQuestion = 2 + 7 * BUDGETS.length * 2 + BUDGETS.length * 2 * 2;
+    expect(result).toMatchObject({
+      questions: 6,
+      questionsDone: 6,
+      stepsDone: 6 * AUDIT_ARMS.length,
+      excluded: 0,
+    });
+    expect(records).toHaveLength(6 * perQuestion);
+    expect(new Set(records.map((r) => r._id)).size).toBe(records.length);
+    expect(new Set(records.map((r) => r.questionId))).toEqual(new Set(QUESTIONS));
+    for (const r of records) {
+      expect(r).toMatchObject({ reader: 'evidence', judge: 'match' });
+      if (r.readSetting !== 'hot+cold')
+        expect(r.store.reachableTokens).toBeLessThanOrEqual(r.budget ?? Infinity);
+    }
+  }, 600_000);
+
+  it('every question is in the denominator: the evidence reader answers with the clean gold', () => {
+    for (const r of rows) expect(r.denominator).toBe(6);
+  });
+
+  it('no-eviction has zero irreversible errors', () => {
+    for (const r of rows.filter((x) => x.arm === 'no-eviction')) {
+      expect(r.irreversible).toBe(0);
+      expect(r.goldEvictedRate).toBe(0);
+    }
+  });
+
+  it('at 8k every classic policy that errs does so irreversibly under top-60 (share 1.00)', () => {
+    for (const arm of CLASSIC) {
+      const r = row(arm, 8_000, 'top-60');
+      expect(r.recoverable).toBe(0);
+      if (r.irreversible > 0) expect(r.irreversibleShare).toBe(1);
+    }
+    for (const arm of ['fifo', 'random-1', 'redundancy'])
+      expect(row(arm, 8_000, 'top-60').irreversible).toBeGreaterThan(0);
+  });
+
+  it('the gold-evicting control has the highest irreversible rate at every budget', () => {
+    for (const condition of ['top-60', 'forced-gold']) {
+      for (const budget of BUDGETS) {
+        const control = row('gold-control', budget, condition);
+        const others = rows.filter(
+          (r) => r.condition === condition && (r.budget === budget || r.budget === null),
+        );
+        for (const r of others) expect(control.irreversibleRate!).toBeGreaterThanOrEqual(r.irreversibleRate!);
+        expect(control.goldEvictedRate).toBeGreaterThanOrEqual(
+          row('random-1', budget, condition).goldEvictedRate,
+        );
+      }
+    }
+  });
+
+  it('forced-gold leaves the recoverable bin empty, by construction', () => {
+    for (const r of rows.filter((x) => x.condition === 'forced-gold')) {
+      expect(r.recoverable).toBe(0);
+      expect(r.note).toMatch(/by construction/);
+    }
+  });
+
+  it('memgate read with deep recall has zero irreversible errors: it deleted nothing, it spilled', () => {
+    const deep = records.filter((r) => r.arm === 'memgate' && r.readSetting === 'hot+cold');
+    expect(deep.length).toBeGreaterThan(0);
+    for (const r of deep) {
+      expect(r.gold.deleted).toBe(0);
+      expect(r.gold.evicted).toBe(0);
+      expect(r.verdicts.bin).not.toBe('irreversible');
+      expect(r.store.reachableUnits).toBe(r.store.units);
+    }
+    // Read hot-only, the same spills cost answers: the gold went cold, not away.
+    const hot = records.filter((r) => r.arm === 'memgate' && r.readSetting === 'hot' && r.budget === 8_000);
+    expect(hot.some((r) => r.gold.evicted > 0 && r.gold.deleted === 0)).toBe(true);
+  });
+
+  it('the tightness checks agree with the bins: no placebo flips, no irreversible error fixed without its evicted gold', () => {
+    for (const r of rows) {
+      expect(r.violations).toEqual({
+        survivingGoldFixedIrreversible: 0,
+        wholeStoreFixedIrreversible: 0,
+        placeboFlips: 0,
+      });
+    }
+    expect(records.some((r) => r.verdicts.checks !== null)).toBe(true);
+  });
+
+  it('rerunning a finished run id reuses its records instead of recomputing them', async () => {
+    const again = await env.client.temporal.workflow.execute(memgateAudit, {
+      workflowId: auditWorkflowId(runId),
+      taskQueue: env.config.taskQueue,
+      args: [input],
+    });
+    expect(again.records).toBe(records.length);
+    const after = await auditRecordsOfRun(env.store, runId);
+    expect(after.map((r) => [r._id, r.at])).toEqual(records.map((r) => [r._id, r.at]));
+  });
+});

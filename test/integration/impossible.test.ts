@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { buildProgram } from '../../client/cli';
+import { evictBatch } from '../../store/audit';
+import { impossibleQueries, UNKNOWN_REASON } from '../../store/impossible';
+import { startTestEnv, type TestEnv } from '../support/env';
+
+let env: TestEnv;
+beforeAll(async () => {
+  env = await startTestEnv();
+});
+afterAll(async () => {
+  await env?.close();
+});
+
+async function writeAndDelete(agentId: string, texts: string[], reason: string): Promise<string[]> {
+  const { entries } = await env.client.write({
+    agentId,
+    entries: texts.map((text) => ({ text, kind: 'fact' as const })),
+  });
+  const ids = entries.map((e) => e.id);
+  const stored = await env.store.hot.find({ _id: { $in: ids } }).toArray();
+  await evictBatch(
+    env.store,
+    stored.map((entry) => ({ entry, reason, inputs: {} })),
+    Date.now(),
+  );
+  return ids;
+}
+
+describe('what became impossible, live', () => {
+  it('reports deep recalls that matched deleted evidence, grouped by deletion reason, per agent', async () => {
+    await writeAndDelete(
+      'imp-a',
+      ["The supplier's notice period is 30 days."],
+      'dead: window elapsed, subsumed',
+    );
+    await writeAndDelete('imp-a', ['The supplier invoice is due on the 5th.'], 'erasure request');
+    await writeAndDelete('imp-b', ['The supplier moved to Lyon.'], 'erasure request');
+    await env.client.write({ agentId: 'imp-a', entries: [{ text: 'The supplier is Acme.' }] });
+
+    await env.client.recall({ agentId: 'imp-a', query: 'supplier notice period', deep: true });
+    await env.client.recall({ agentId: 'imp-a', query: 'supplier invoice', deep: true });
+    // Default recall reports no tombstones, and a deep recall that misses nothing is not impossible.
+    await env.client.recall({ agentId: 'imp-a', query: 'supplier notice' });
+    await env.client.recall({ agentId: 'imp-a', query: 'Acme', deep: true });
+    await env.client.recall({ agentId: 'imp-b', query: 'supplier Lyon', deep: true });
+
+    const groups = await impossibleQueries(env.store, { agentId: 'imp-a' });
+    expect(groups.map((g) => g.reason).sort()).toEqual(['dead: window elapsed, subsumed', 'erasure request']);
+    const dead = groups.find((g) => g.reason.startsWith('dead'))!;
+    expect(dead.tombstones).toBe(1);
+    expect(dead.queries.map((q) => q.query).sort()).toEqual(['supplier invoice', 'supplier notice period']);
+    const erasure = groups.find((g) => g.reason === 'erasure request')!;
+    expect(erasure.queries.every((q) => q.agentId === 'imp-a')).toBe(true);
+    expect(erasure.queries.map((q) => q.query).sort()).toEqual([
+      'supplier invoice',
+      'supplier notice period',
+    ]);
+
+    const all = await impossibleQueries(env.store);
+    expect(
+      all
+        .find((g) => g.reason === 'erasure request')!
+        .queries.map((q) => q.agentId)
+        .sort(),
+    ).toEqual(['imp-a', 'imp-a', 'imp-b']);
+  });
+
+  it('names a matched tombstone that is gone instead of dropping the query', async () => {
+    const [id] = await writeAndDelete('imp-c', ['The rate limit is 600 requests per minute.'], 'capacity');
+    await env.client.recall({ agentId: 'imp-c', query: 'rate limit', deep: true });
+    await env.store.tombstones.deleteOne({ _id: id! });
+    const groups = await impossibleQueries(env.store, { agentId: 'imp-c' });
+    expect(groups).toHaveLength(1);
+    expect(groups[0]!.reason).toBe(UNKNOWN_REASON);
+  });
+
+  it('`memgate impossible --agent` prints the same report', async () => {
+    Object.assign(process.env, {
+      MEMGATE_DB: env.config.database,
+      MEMGATE_TASK_QUEUE: env.config.taskQueue,
+      TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
+      MONGODB_URI: env.endpoints.mongoUri,
+    });
+    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
+    try {
+      await buildProgram().parseAsync(['node', 'memgate', 'impossible', '--agent', 'imp-b']);
+      const printed = JSON.parse(String(log.mock.calls[0]![0]));
+      expect(printed).toMatchObject({
+        agentId: 'imp-b',
+        queries: 1,
+        groups: [{ reason: 'erasure request', tombstones: 1 }],
+      });
+      expect(printed.groups[0].queries[0].query).toBe('supplier Lyon');
+    } finally {
+      log.mockRestore();
+    }
+  });
+});

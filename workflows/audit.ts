@@ -1,0 +1,138 @@
+import {
+  allHandlersFinished,
+  ApplicationFailure,
+  condition,
+  continueAsNew,
+  defineQuery,
+  proxyActivities,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { AuditSettings } from '../activities/audit';
+import type { QuestionRef } from '../activities/longMemEval';
+import { AUDIT_ARMS } from '../core/audit';
+
+/** The restore-counterfactual audit (design section 7): one workflow per run id, resumable. */
+export interface AuditInput {
+  runId: string;
+  /** A LongMemEval file or folder, as the worker sees it. */
+  source: string;
+  questionIds?: string[];
+  limit?: number;
+  settings: AuditSettings;
+  /** Questions audited at once. */
+  concurrency: number;
+}
+
+export interface AuditProgress {
+  runId: string;
+  questions: number;
+  questionsDone: number;
+  /** Question × arm activities. */
+  steps: number;
+  stepsDone: number;
+  running: string[];
+  excluded: number;
+}
+
+export type AuditResult = Omit<AuditProgress, 'running'> & { records: number };
+
+/** What a run hands the next one when history grows long. */
+interface Carried {
+  questions: QuestionRef[];
+  done: string[];
+  records: number;
+  excluded: number;
+}
+
+export const auditProgressQuery = defineQuery<AuditProgress>('progress');
+
+export function auditWorkflowId(runId: string): string {
+  return `memgate-audit-${runId}`;
+}
+
+const { listAuditQuestions, prepareAuditQuestion, releaseAuditQuestion } = proxyActivities<Activities>({
+  startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 5 },
+});
+
+// An arm heartbeats after each read, so a lost worker is noticed in seconds; a retry resumes
+// at the budget it reached. Model readers make an arm long, hence the generous overall bound.
+const { runAuditArm } = proxyActivities<Activities>({
+  startToCloseTimeout: '2 hours',
+  heartbeatTimeout: '30 seconds',
+  retry: { initialInterval: '1 second', maximumInterval: '1 minute', maximumAttempts: 5 },
+});
+
+export async function memgateAudit(input: AuditInput, carried?: Carried): Promise<AuditResult> {
+  if (input.settings.budgets.length === 0 || input.concurrency < 1) {
+    throw ApplicationFailure.create({
+      type: 'InvalidInput',
+      message: 'an audit needs at least one budget and a concurrency of at least 1',
+      nonRetryable: true,
+    });
+  }
+  let questions = carried?.questions ?? [];
+  const done = new Set(carried?.done ?? []);
+  let records = carried?.records ?? 0;
+  let excluded = carried?.excluded ?? 0;
+  let stepsDone = done.size * AUDIT_ARMS.length;
+  const running = new Set<string>();
+
+  // Registered before the first await, so progress answers while the data is still being listed.
+  setHandler(auditProgressQuery, () => ({
+    runId: input.runId,
+    questions: questions.length,
+    questionsDone: done.size,
+    steps: questions.length * AUDIT_ARMS.length,
+    stepsDone,
+    running: [...running],
+    excluded,
+  }));
+
+  if (!carried) {
+    questions = await listAuditQuestions({
+      source: input.source,
+      ...(input.questionIds ? { questionIds: input.questionIds } : {}),
+      ...(input.limit ? { limit: input.limit } : {}),
+    });
+  }
+  const queue = questions.filter((q) => !done.has(q.questionId));
+  const auditQuestion = async (ref: QuestionRef) => {
+    const task = { runId: input.runId, ref, settings: input.settings };
+    const prepared = await prepareAuditQuestion(task);
+    if (!prepared.cleanGold) excluded++;
+    for (const arm of AUDIT_ARMS) {
+      const outcome = await runAuditArm({ ...task, arm, cleanGold: prepared.cleanGold });
+      records += outcome.records;
+      stepsDone++;
+    }
+    await releaseAuditQuestion(task);
+  };
+  const lane = async () => {
+    // Stop taking questions when history is long; the in-flight ones finish first.
+    while (queue.length > 0 && !workflowInfo().continueAsNewSuggested) {
+      const ref = queue.shift()!;
+      running.add(ref.questionId);
+      await auditQuestion(ref);
+      running.delete(ref.questionId);
+      done.add(ref.questionId);
+    }
+  };
+  await Promise.all(Array.from({ length: input.concurrency }, lane));
+
+  if (queue.length > 0) {
+    await condition(allHandlersFinished);
+    await continueAsNew<typeof memgateAudit>(input, { questions, done: [...done], records, excluded });
+  }
+  return {
+    runId: input.runId,
+    questions: questions.length,
+    questionsDone: done.size,
+    steps: questions.length * AUDIT_ARMS.length,
+    stepsDone,
+    excluded,
+    records,
+  };
+}
