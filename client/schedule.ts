@@ -61,7 +61,7 @@ function summarise(d: ScheduleDescription): ScheduleSummary {
     scheduleId: d.scheduleId,
     paused: d.state.paused,
     calendar: calendar
-      ? `${calendar.hour?.[0]?.start ?? '*'}:${String(calendar.minute?.[0]?.start ?? 0).padStart(2, '0')}`
+      ? `${String(calendar.hour?.[0]?.start ?? 0).padStart(2, '0')}:${String(calendar.minute?.[0]?.start ?? 0).padStart(2, '0')}`
       : 'none',
     catchupWindowMs: d.policies.catchupWindow,
     nextRuns: d.info.nextActionTimes.slice(0, 3).map((t) => t.toISOString()),

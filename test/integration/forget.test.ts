@@ -1,0 +1,211 @@
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LifecycleClient } from '../../client/lifecycle';
+import { NotFoundError } from '../../core/errors';
+import { DAY_MS, HOUR_MS } from '../../core/salience';
+import { startTestEnv, type TestEnv } from '../support/env';
+
+const T0 = Date.UTC(2025, 4, 1);
+const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
+
+let env: TestEnv;
+let lifecycle: LifecycleClient;
+
+beforeAll(async () => {
+  env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '10', MEMGATE_LOW_WATERMARK: '0.8' });
+  lifecycle = new LifecycleClient(env.client.temporal, env.config);
+});
+afterAll(async () => {
+  await env?.close();
+});
+
+/** Everything the agent has stored anywhere, as one string to search for erased content. */
+async function everything(agentId: string): Promise<string> {
+  const s = env.store;
+  return JSON.stringify(
+    await Promise.all([
+      s.hot.find({ agentId }).toArray(),
+      s.cold.find({ agentId }).toArray(),
+      s.tombstones.find({ agentId }).toArray(),
+      s.queries.find({ agentId }).toArray(),
+      s.ledger.find({ agentId }).toArray(),
+      s.runs.find({ agentId }).toArray(),
+    ]),
+  );
+}
+
+describe('forget (I10)', () => {
+  it('erases an entry from hot, the query log and the summary derived from it, which is rebuilt without it', async () => {
+    const agentId = env.agent('forget');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [
+        { text: 'Visitors sign in at the north reception desk.', salience: 0.8, writtenAt: dayAt(0, 9) },
+        {
+          text: 'Visitors sign in at the north reception desk. The lab door code is 4471.',
+          salience: 0.8,
+          writtenAt: dayAt(0, 10),
+        },
+        {
+          text: 'Visitors sign in at the north reception desk before nine.',
+          salience: 0.8,
+          writtenAt: dayAt(0, 11),
+        },
+      ],
+    });
+    const [a, secret, c] = entries.map((e) => e.id) as [string, string, string];
+    await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    const summary = (await env.store.hot.findOne({ agentId, kind: 'summary' }))!;
+    expect(summary.derivedFrom).toEqual([a, secret, c]);
+    expect(summary.text).toContain('4471');
+    await env.client.recall({ agentId, query: 'lab door code', asOf: dayAt(1, 9) });
+    await env.client.recall({ agentId, query: 'north reception', asOf: dayAt(1, 9) });
+
+    const result = await lifecycle.forget({ agentId, entryId: secret });
+    expect(result).toMatchObject({
+      resummarised: [summary._id],
+      removed: [],
+      tiers: ['hot'],
+      queriesRemoved: 2,
+    });
+
+    const rebuilt = (await env.store.hot.findOne({ _id: summary._id }))!;
+    expect(rebuilt.derivedFrom).toEqual([a, c]);
+    expect(rebuilt.lossy_summary).toBe(false);
+    expect(rebuilt.text).toContain('north reception desk');
+    expect(await env.store.tombstones.findOne({ _id: secret })).toMatchObject({
+      terms: [],
+      reason: 'erased',
+    });
+    expect(await everything(agentId)).not.toMatch(/4471|lab door/);
+    const deep = await env.client.recall({
+      agentId,
+      query: 'lab door code 4471',
+      deep: true,
+      asOf: dayAt(1, 10),
+    });
+    expect(deep.hits.map((h) => h.id)).not.toContain(secret);
+    expect(deep.missing).toEqual([]);
+
+    // A second erasure of the same entry finishes quietly; an unknown one is NotFound.
+    await expect(lifecycle.forget({ agentId, entryId: secret })).resolves.toMatchObject({ tiers: [] });
+    await expect(lifecycle.forget({ agentId, entryId: 'never-written' })).rejects.toBeInstanceOf(
+      NotFoundError,
+    );
+  }, 300_000);
+
+  it('removes and flags a summary that cannot be rebuilt because a co-source was evicted', async () => {
+    const agentId = env.agent('forget-evicted');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [
+        { text: 'Courier pickups leave from dock 7 at 16:00.', salience: 0.2, writtenAt: dayAt(0, 9) },
+        { text: 'Courier pickups leave from dock 7 at 16:00!', salience: 0.2, writtenAt: dayAt(0, 10) },
+      ],
+    });
+    const [first, second] = entries.map((e) => e.id) as [string, string];
+    await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    const summaryId = (await env.store.hot.findOne({ agentId, kind: 'summary' }))!._id;
+    await env.client.write({
+      agentId,
+      entries: [
+        'The boiler was serviced.',
+        'Quarterly taxes are filed.',
+        'Marketing wants new banners.',
+        'Legal approved the privacy notice.',
+        'Interns start on Monday.',
+        'Solar panels need cleaning.',
+        'Budget review slipped a week.',
+        'Gym membership discount renewed.',
+        'Fleet vans got winter tyres.',
+        'Archive boxes moved offsite.',
+      ].map((text, i) => ({ text, salience: 0.9, writtenAt: dayAt(9, 10) + i })),
+    });
+    const pressured = await lifecycle.consolidate({ agentId, asOf: dayAt(10, 3) });
+    expect(pressured.counts.evicted).toBe(2);
+
+    // `first` exists only as a tombstone now; forgetting it still clears what is left of it.
+    const result = await lifecycle.forget({ agentId, entryId: first });
+    expect(result).toMatchObject({ resummarised: [], removed: [summaryId], tiers: [] });
+    expect(await env.store.tombstones.findOne({ _id: first })).toMatchObject({ terms: [], reason: 'erased' });
+    expect(await env.store.tombstones.findOne({ _id: summaryId })).toMatchObject({
+      terms: [],
+      reason: `erased: derived from erased entry ${first}`,
+    });
+    // The co-source's tombstone says its stand-in is gone.
+    expect(await env.store.tombstones.findOne({ _id: second })).toMatchObject({
+      standIn: { summaryId, erased: true, lossy: true },
+    });
+    expect(
+      (await env.store.hot.countDocuments({ _id: summaryId })) +
+        (await env.store.cold.countDocuments({ _id: summaryId })),
+    ).toBe(0);
+  }, 300_000);
+});
+
+describe('the lifecycle CLI', () => {
+  const CLI = join(__dirname, '..', '..', 'bin', 'memgate.cjs');
+  async function memgate(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+    try {
+      const { stdout, stderr } = await promisify(execFile)('node', [CLI, ...args], {
+        env: {
+          ...process.env,
+          TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
+          MONGODB_URI: env.endpoints.mongoUri,
+          MEMGATE_DB: env.config.database,
+          MEMGATE_TASK_QUEUE: env.config.taskQueue,
+        },
+      });
+      return { code: 0, stdout, stderr };
+    } catch (err) {
+      const e = err as { code: number; stdout: string; stderr: string };
+      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+    }
+  }
+
+  it('consolidates, restores and forgets, with typed errors and exit codes', async () => {
+    const agentId = env.agent('cli-lifecycle');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [
+        { text: 'HQ is in Lyon.', kind: 'fact', subject: 'hq', attribute: 'city', writtenAt: dayAt(0, 9) },
+        {
+          text: 'HQ moved to Porto.',
+          kind: 'fact',
+          subject: 'hq',
+          attribute: 'city',
+          writtenAt: dayAt(1, 9),
+        },
+      ],
+    });
+    const [lyon] = entries.map((e) => e.id) as [string];
+    const run = await memgate(
+      'consolidate',
+      '--agent',
+      agentId,
+      '--as-of',
+      new Date(dayAt(2, 3)).toISOString(),
+    );
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ agentId, asOf: dayAt(2, 3), counts: { superseded: 1 } });
+
+    const restored = await memgate('restore', lyon, '--agent', agentId);
+    expect(restored.code).toBe(0);
+    expect(JSON.parse(restored.stdout)).toEqual({ id: lyon, tier: 'hot', restored: ['supersession'] });
+    const again = await memgate('restore', lyon, '--agent', agentId);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain('[Conflict]');
+
+    const forgotten = await memgate('forget', lyon, '--agent', agentId);
+    expect(forgotten.code).toBe(0);
+    expect(JSON.parse(forgotten.stdout)).toMatchObject({ entryId: lyon, tiers: ['hot'] });
+    const missing = await memgate('forget', 'nope', '--agent', agentId);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('[NotFound]');
+    const bad = await memgate('consolidate', '--agent', agentId, '--as-of', 'yesterday');
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('[InvalidInput]');
+  }, 300_000);
+});
