@@ -26,7 +26,7 @@ import {
 import type { Config } from '../core/config';
 import { buildEntry, type Entry, type MemoryPolicy } from '../core/entry';
 import { InvalidInputError, MemgateError } from '../core/errors';
-import { HOUR_MS } from '../core/salience';
+import { reclaimPolicy } from '../core/reclaim';
 import { chooseJudge, chooseReader, type JudgeChoice, type Models, type ReaderChoice } from '../llm';
 import type { Judge, Reader } from '../llm/models';
 import {
@@ -253,23 +253,7 @@ export function createAuditActivities(store: Store, config: Config, policy: Memo
     const hot = await ingest(agentId, s.turns);
     const now = parseLongMemEvalDate(s.q.question_date);
     const byId = new Map(hot.map((e) => [e._id, e]));
-    const plan = planReclaimToBudget(
-      hot.map((e) => ({
-        id: e._id,
-        writtenAt: e.writtenAt,
-        tokens: e.tokens,
-        dormantAt: e.dormantAt,
-        ...(e.subsumedBy ? { subsumedBy: e.subsumedBy } : {}),
-      })),
-      budget,
-      {
-        now,
-        reclaimFloor: config.reclaimFloor,
-        gateThreshold: config.gateThreshold,
-        refreshWindowMs: config.refreshWindowHours * HOUR_MS,
-        evictLossySubsumed: config.evictLossySubsumed,
-      },
-    );
+    const plan = planReclaimToBudget(hot, budget, now, reclaimPolicy(config));
     const moves = (action: 'spill' | 'evict'): MoveDecision[] =>
       plan
         .filter((p) => p.action.action === action)

@@ -1,5 +1,13 @@
 import { seededRandom, type ReadCondition } from './audit';
-import { reclaimAction, type EvictionInput, type ReclaimAction } from './eviction';
+import { assertEvictionBoundary } from './config';
+import { reclaimAction, type ReclaimAction } from './eviction';
+import {
+  evictionInput,
+  oldestWriteFirst,
+  storageView,
+  type ReclaimEntry,
+  type ReclaimPolicy,
+} from './reclaim';
 import { termSequence, terms } from './text';
 
 /**
@@ -274,56 +282,29 @@ export function placeboFor(added: readonly ContextUnit[], filler: readonly Memor
 }
 
 /**
- * What memgate's reclaim sees of an entry: storage signals to rank by, and the facts the
- * two-key check needs. No salience value: the ranking cannot use one (I2).
- */
-export interface ReclaimCandidate {
-  id: string;
-  writtenAt: number;
-  tokens: number;
-  /** The gate's verdict as a timestamp: gated once dormantAt <= now. */
-  dormantAt: number;
-  subsumedBy?: { lossless: boolean }[];
-}
-
-export interface ReclaimSettings {
-  now: number;
-  reclaimFloor: number;
-  gateThreshold: number;
-  refreshWindowMs: number;
-  evictLossySubsumed: boolean;
-}
-
-/**
- * memgate's arm: reclaim hot tokens down to the budget, oldest write first (larger first on
- * a tie), each candidate spilled or evicted as `reclaimAction` (the two-key check) says.
- * The audit drives the check directly over the ingested entries; consolidation's planner is
- * the place to take this over once it plans by tokens.
+ * memgate's arm: reclaim's own storage ranking (`oldestWriteFirst`) and two-key check
+ * (`evictionInput` + `reclaimAction`), with a token budget as the target where the nightly
+ * reclaim counts entries against its watermarks. Every candidate is spilled unless the check
+ * proves it dead.
  */
 export function planReclaimToBudget(
-  candidates: readonly ReclaimCandidate[],
+  hot: readonly ReclaimEntry[],
   budget: number,
-  s: ReclaimSettings,
+  asOf: number,
+  policy: ReclaimPolicy,
 ): { id: string; action: ReclaimAction }[] {
-  let tokens = candidates.reduce((sum, c) => sum + c.tokens, 0);
-  const order = [...candidates].sort((a, b) => a.writtenAt - b.writtenAt || b.tokens - a.tokens);
+  assertEvictionBoundary(policy.reclaimFloor, policy.gateThreshold);
+  const byId = new Map(hot.map((e) => [e._id, e]));
+  let tokens = hot.reduce((sum, e) => sum + e.tokens, 0);
   const plan: { id: string; action: ReclaimAction }[] = [];
-  for (const c of order) {
+  for (const view of hot.map(storageView).sort((a, b) => oldestWriteFirst.compare(a, b))) {
     if (tokens <= budget) break;
-    const gated = c.dormantAt <= s.now;
-    const input: EvictionInput = {
-      reclaimFloor: s.reclaimFloor,
-      gateThreshold: s.gateThreshold,
-      gated,
-      // Key A: the nightly refresh reads gated entries.
-      reachable: true,
-      refreshWindowElapsed: s.now > c.dormantAt + s.refreshWindowMs,
-      subsumedLosslessly: c.subsumedBy?.some((x) => x.lossless) ?? false,
-      lossySummaryFlagged: c.subsumedBy?.some((x) => !x.lossless) ?? false,
-      livePolicy: 'capacity',
-    };
-    plan.push({ id: c.id, action: reclaimAction(input, { evictLossySubsumed: s.evictLossySubsumed }) });
-    tokens -= c.tokens;
+    const input = evictionInput(byId.get(view.id)!, asOf, policy);
+    plan.push({
+      id: view.id,
+      action: reclaimAction(input, { evictLossySubsumed: policy.evictLossySubsumed }),
+    });
+    tokens -= view.tokens;
   }
   return plan;
 }

@@ -1,8 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { HOUR_MS } from '../../core/salience';
+import type { ReclaimEntry, ReclaimPolicy } from '../../core/reclaim';
 import {
   chronological,
   placeboFor,
+  planReclaimToBudget,
   rankTopK,
   readContext,
   retainByImportance,
@@ -169,5 +172,64 @@ describe('read conditions', () => {
     const placebo = placeboFor(added, haystack.slice(50, 60));
     expect(placebo.map((u) => u.text.length)).toEqual(added.map((u) => u.text.length));
     expect(placebo.every((p) => !p.text.includes('q') && p.id.startsWith('placebo:'))).toBe(true);
+  });
+});
+
+describe("memgate's arm: reclaim to a token budget", () => {
+  const policy: ReclaimPolicy = {
+    hotCapacity: 1,
+    highWatermark: 1,
+    lowWatermark: 1,
+    reclaimFloor: 0.05,
+    gateThreshold: 0.15,
+    refreshWindowMs: 168 * HOUR_MS,
+    evictLossySubsumed: false,
+  };
+  const asOf = 1_000 * HOUR_MS;
+  const entriesArb = fc
+    .array(
+      fc.record({
+        tokens: fc.integer({ min: 1, max: 300 }),
+        writtenAt: fc.integer({ min: 0, max: 900 }),
+        dormantIn: fc.integer({ min: -800, max: 50 }),
+        subsumed: fc.constantFrom('none', 'lossless', 'lossy'),
+      }),
+      { maxLength: 40 },
+    )
+    .map((rows) =>
+      rows.map((r, i): ReclaimEntry => ({
+        _id: `e${i}`,
+        kind: 'episode',
+        tokens: r.tokens,
+        writtenAt: r.writtenAt * HOUR_MS,
+        validity: { volatile: false },
+        isActive: true,
+        dormantAt: asOf + r.dormantIn * HOUR_MS,
+        ...(r.subsumed === 'none'
+          ? {}
+          : { subsumedBy: [{ summaryId: `s${i}`, lossless: r.subsumed === 'lossless' }] }),
+      })),
+    );
+
+  it('frees tokens oldest write first until the budget fits, and deletes only what the two-key check proves dead', () => {
+    fc.assert(
+      fc.property(entriesArb, fc.integer({ min: 0, max: 5000 }), (hot, budget) => {
+        const plan = planReclaimToBudget(hot, budget, asOf, policy);
+        const moved = new Set(plan.map((p) => p.id));
+        const left = hot.filter((e) => !moved.has(e._id));
+        expect(left.reduce((s, e) => s + e.tokens, 0)).toBeLessThanOrEqual(Math.max(budget, 0));
+        const oldestLeft = Math.min(...left.map((e) => e.writtenAt));
+        for (const e of hot.filter((x) => moved.has(x._id)))
+          expect(e.writtenAt).toBeLessThanOrEqual(oldestLeft);
+        for (const p of plan) {
+          const e = hot.find((x) => x._id === p.id)!;
+          const dead =
+            e.dormantAt <= asOf &&
+            asOf > e.dormantAt + policy.refreshWindowMs &&
+            (e.subsumedBy ?? []).some((s) => s.lossless);
+          expect(p.action.action).toBe(dead ? 'evict' : 'spill');
+        }
+      }),
+    );
   });
 });
