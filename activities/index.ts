@@ -1,7 +1,6 @@
 import type { Config } from '../core/config';
 import type { MemoryPolicy } from '../core/entry';
 import { createModels } from '../llm';
-import { extractiveSummarizer } from '../llm/summarizer';
 import type { Store } from '../store/db';
 import { createAuditActivities } from './audit';
 import { createConsolidationActivities } from './consolidation';
@@ -14,10 +13,12 @@ export interface ActivityDeps {
 }
 
 export function createActivities(deps: ActivityDeps) {
+  // The local models, or the OpenAI-compatible ones when OPENAI_BASE_URL is set.
+  const models = createModels(deps.config);
   return {
     ...createWriteActivities(deps.store, deps.policy),
-    ...createAuditActivities(deps.store, deps.config, deps.policy, createModels(deps.config)),
-    ...createConsolidationActivities(deps.store, deps.config, extractiveSummarizer),
+    ...createAuditActivities(deps.store, deps.config, deps.policy, models),
+    ...createConsolidationActivities(deps.store, deps.config, models.summarizer),
   };
 }
 

@@ -2,11 +2,13 @@ import type { Config } from '../core/config';
 import { InvalidConfigError } from '../core/errors';
 import { evidenceReader, heuristicImportanceScorer, normalisedMatchJudge } from './local';
 import type { ImportanceScorer, Judge, Reader } from './models';
-import { openAIImportanceScorer, openAIJudge, openAIModel, openAIReader } from './openai';
+import { openAIImportanceScorer, openAIJudge, openAIModel, openAIReader, openAISummarizer } from './openai';
+import { extractiveSummarizer, type Summarizer } from './summarizer';
 
 export interface Models {
   /** An OpenAI-compatible endpoint is configured; otherwise every role is local. */
   remote: boolean;
+  summarizer: Summarizer;
   importance: ImportanceScorer;
   reader: Reader;
   judge: Judge;
@@ -19,6 +21,7 @@ export function createModels(
   if (!config.openaiBaseUrl) {
     return {
       remote: false,
+      summarizer: extractiveSummarizer,
       importance: heuristicImportanceScorer,
       reader: evidenceReader,
       judge: normalisedMatchJudge,
@@ -32,6 +35,7 @@ export function createModels(
   });
   return {
     remote: true,
+    summarizer: openAISummarizer(model),
     importance: openAIImportanceScorer(model),
     reader: openAIReader(model),
     judge: openAIJudge(model),

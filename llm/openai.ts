@@ -10,6 +10,7 @@ import {
   type ReaderInput,
   type ScoredText,
 } from './models';
+import type { SummarySource, Summarizer } from './summarizer';
 
 /**
  * The model roles on any OpenAI-compatible chat-completions endpoint, each answering in a
@@ -173,6 +174,26 @@ export function openAIJudge(m: OpenAIModel): Judge {
         `Question: ${input.question}\nReference answer: ${input.reference}\nResponse: ${input.response}`,
       );
       return correct;
+    },
+  };
+}
+
+const SUMMARIZER_SYSTEM =
+  'You merge near-duplicate memories of one agent into a single summary. Keep every fact exactly: ' +
+  'numbers with their units, dates, times, durations, money, percentages, quoted strings and ' +
+  'proper names. Drop only repetition. When the memories disagree, keep both values and say which ' +
+  'memory said which.';
+
+const summarySchema = z.strictObject({ summary: z.string().min(1) });
+
+/** Its summaries still pass the atom check of design 4.3 before they are trusted as lossless. */
+export function openAISummarizer(m: OpenAIModel): Summarizer {
+  return {
+    name: `openai:${m.model}`,
+    async summarize(sources: readonly SummarySource[]) {
+      const listing = sources.map((s, i) => `[${i + 1}] ${s.text}`).join('\n\n');
+      const { summary } = await completeJson(m, 'summary', summarySchema, SUMMARIZER_SYSTEM, listing);
+      return summary.trim();
     },
   };
 }

@@ -2,12 +2,16 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ModelError } from '../../core/errors';
+import { chooseJudge, chooseReader, createModels } from '../../llm';
+import { evidenceReader, normalisedMatchJudge } from '../../llm/local';
 import { DONT_KNOW, type ReaderInput } from '../../llm/models';
+import { extractiveSummarizer } from '../../llm/summarizer';
 import {
   openAIImportanceScorer,
   openAIJudge,
   openAIModel,
   openAIReader,
+  openAISummarizer,
   type OpenAISettings,
 } from '../../llm/openai';
 
@@ -194,6 +198,53 @@ describe('OpenAI-compatible adapters over real HTTP', () => {
     expect(err).toBeInstanceOf(ModelError);
     expect((err as ModelError).message).toMatch(/timed out/);
     expect((err as ModelError).retryable).toBe(true);
+    expect(requests).toHaveLength(1);
+  });
+
+  it('the summarizer sends the sources in order and returns the summary', async () => {
+    responders.push(answer({ summary: 'Notice period: 30 days (2024 contract), 14 days (2023 draft).' }));
+    const summary = await openAISummarizer(openAIModel(settings)).summarize([
+      { id: 'a', text: 'The 2023 draft says 14 days notice.' },
+      { id: 'b', text: 'The 2024 contract says 30 days notice.' },
+    ]);
+    expect(summary).toBe('Notice period: 30 days (2024 contract), 14 days (2023 draft).');
+    const { body } = requests[0]!;
+    expect(body.response_format?.json_schema?.name).toBe('summary');
+    expect(body.messages[1]!.content).toBe(
+      '[1] The 2023 draft says 14 days notice.\n\n[2] The 2024 contract says 30 days notice.',
+    );
+    expect(body.messages[0]!.content).toMatch(/keep every fact exactly/i);
+  });
+
+  it('the factory picks the OpenAI models when an endpoint is configured, the local ones otherwise', async () => {
+    const local = createModels({
+      openaiBaseUrl: undefined,
+      openaiApiKey: undefined,
+      openaiModel: 'm',
+      openaiTimeoutMs: 1000,
+    });
+    expect(local.remote).toBe(false);
+    expect(local.summarizer).toBe(extractiveSummarizer);
+    expect(local.importance.name).toBe('heuristic');
+    expect(chooseReader(local, 'evidence')).toBe(evidenceReader);
+    expect(chooseJudge(local, 'match')).toBe(normalisedMatchJudge);
+    expect(() => chooseReader(local, 'model')).toThrow(/OPENAI_BASE_URL/);
+    expect(() => chooseJudge(local, 'model')).toThrow(/OPENAI_BASE_URL/);
+
+    const remote = createModels({
+      openaiBaseUrl: settings.baseURL,
+      openaiApiKey: settings.apiKey,
+      openaiModel: 'test-model',
+      openaiTimeoutMs: 5_000,
+    });
+    expect(remote.remote).toBe(true);
+    expect(chooseReader(remote, 'model').name).toBe('openai:test-model');
+    // The evidence reader stays offline whatever is configured.
+    expect(chooseReader(remote, 'evidence')).toBe(evidenceReader);
+    responders.push(answer({ correct: true, reason: 'same value' }));
+    expect(
+      await chooseJudge(remote, 'model').correct({ question: 'q', reference: '4', response: 'four' }),
+    ).toBe(true);
     expect(requests).toHaveLength(1);
   });
 });
