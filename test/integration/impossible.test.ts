@@ -1,8 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { buildProgram } from '../../client/cli';
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evictBatch } from '../../store/audit';
 import { impossibleQueries, UNKNOWN_REASON } from '../../store/impossible';
 import { startTestEnv, type TestEnv } from '../support/env';
+
+const run = promisify(execFile);
+const CLI = join(__dirname, '..', '..', 'bin', 'memgate.cjs');
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -76,24 +81,21 @@ describe('what became impossible, live', () => {
   });
 
   it('`memgate impossible --agent` prints the same report', async () => {
-    Object.assign(process.env, {
-      MEMGATE_DB: env.config.database,
-      MEMGATE_TASK_QUEUE: env.config.taskQueue,
-      TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
-      MONGODB_URI: env.endpoints.mongoUri,
+    const { stdout } = await run('node', [CLI, 'impossible', '--agent', 'imp-b'], {
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
+        MONGODB_URI: env.endpoints.mongoUri,
+        MEMGATE_DB: env.config.database,
+        MEMGATE_TASK_QUEUE: env.config.taskQueue,
+      },
     });
-    const log = vi.spyOn(console, 'log').mockImplementation(() => undefined);
-    try {
-      await buildProgram().parseAsync(['node', 'memgate', 'impossible', '--agent', 'imp-b']);
-      const printed = JSON.parse(String(log.mock.calls[0]![0]));
-      expect(printed).toMatchObject({
-        agentId: 'imp-b',
-        queries: 1,
-        groups: [{ reason: 'erasure request', tombstones: 1 }],
-      });
-      expect(printed.groups[0].queries[0].query).toBe('supplier Lyon');
-    } finally {
-      log.mockRestore();
-    }
+    const printed = JSON.parse(stdout);
+    expect(printed).toMatchObject({
+      agentId: 'imp-b',
+      queries: 1,
+      groups: [{ reason: 'erasure request', tombstones: 1 }],
+    });
+    expect(printed.groups[0].queries[0].query).toBe('supplier Lyon');
   });
 });

@@ -1,0 +1,79 @@
+import { execFile } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { AuditRecord } from '../../core/audit';
+import { startTestEnv, type TestEnv } from '../support/env';
+
+const run = promisify(execFile);
+const CLI = join(__dirname, '..', '..', 'bin', 'memgate.cjs');
+const DATA = resolve(__dirname, '..', '..', '..', 'shared', 'data', 'longmemeval-s');
+
+let env: TestEnv;
+const out = mkdtempSync(join(tmpdir(), 'audit-out-'));
+beforeAll(async () => {
+  env = await startTestEnv();
+});
+afterAll(async () => {
+  await env?.close();
+  rmSync(out, { recursive: true, force: true });
+});
+
+async function memgate(extraEnv: Record<string, string>, ...args: string[]) {
+  try {
+    const { stdout, stderr } = await run('node', [CLI, ...args], {
+      env: {
+        ...process.env,
+        TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
+        MONGODB_URI: env.endpoints.mongoUri,
+        MEMGATE_DB: env.config.database,
+        MEMGATE_TASK_QUEUE: env.config.taskQueue,
+        ...extraEnv,
+      },
+    });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+describe('memgate audit (the installed command)', () => {
+  it('refuses bad options with exit code 2 and a typed error, before starting anything', async () => {
+    const budgets = await memgate({}, 'audit', '--budgets', '8000,lots');
+    expect(budgets.code).toBe(2);
+    expect(budgets.stderr).toMatch(/\[InvalidInput\].*budgets/);
+    const reader = await memgate({ OPENAI_BASE_URL: '' }, 'audit', '--reader', 'model');
+    expect(reader.code).toBe(2);
+    expect(reader.stderr).toMatch(/\[InvalidConfig\] OPENAI_BASE_URL/);
+    const data = await memgate({}, 'audit', '--data', join(out, 'nowhere'));
+    expect(data.code).toBe(2);
+    expect(data.stderr).toMatch(/no such file or folder/);
+  });
+
+  it.skipIf(!existsSync(DATA))(
+    'audits a question end to end and writes records, summary, table and chart',
+    async () => {
+      const r = await memgate({}, 'audit', '--questions', '00ca467f', '--budgets', '8000', '--out', out);
+      expect(r.code).toBe(0);
+      expect(r.stderr).toMatch(/question×arm steps/);
+      const records = readFileSync(join(out, 'records.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as AuditRecord);
+      // no-eviction × 2 conditions, 7 budgeted arms × 2, memgate × 2 read settings × 2.
+      expect(records).toHaveLength(2 + 7 * 2 + 2 * 2);
+      expect(new Set(records.map((x) => x.questionId))).toEqual(new Set(['00ca467f']));
+      const summary = JSON.parse(readFileSync(join(out, 'summary.json'), 'utf8'));
+      expect(summary).toMatchObject({ questions: 1, records: records.length, settings: { budgets: [8000] } });
+      expect(readFileSync(join(out, 'summary.md'), 'utf8')).toContain(
+        '| top-60 | retained store | evidence / match | 8k | fifo |',
+      );
+      expect(readFileSync(join(out, 'chart.svg'), 'utf8')).toMatch(/^<svg[\s\S]*<\/svg>\n$/);
+      expect(r.stdout).toContain('irreversible share');
+    },
+    300_000,
+  );
+});
