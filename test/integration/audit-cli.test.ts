@@ -47,7 +47,7 @@ describe('memgate audit (the installed command)', () => {
     expect(budgets.stderr).toMatch(/\[InvalidInput\].*budgets/);
     const reader = await memgate({ OPENAI_BASE_URL: '' }, 'audit', '--reader', 'model');
     expect(reader.code).toBe(2);
-    expect(reader.stderr).toMatch(/\[InvalidConfig\] OPENAI_BASE_URL/);
+    expect(reader.stderr).toMatch(/\[InvalidConfig\]: OPENAI_BASE_URL/);
     const data = await memgate({}, 'audit', '--data', join(out, 'nowhere'));
     expect(data.code).toBe(2);
     expect(data.stderr).toMatch(/no such file or folder/);
