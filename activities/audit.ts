@@ -1,5 +1,6 @@
 import { activityInfo, ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
 import {
+  armPolicy,
   classify,
   READ_CONDITIONS,
   type AuditArm,
@@ -356,6 +357,7 @@ export function createAuditActivities(store: Store, config: Config, policy: Memo
       runId: task.runId,
       questionId: s.q.question_id,
       questionType: s.q.question_type,
+      ...armPolicy(task.arm),
       arm: task.arm,
       budget,
       readSetting: view.readSetting,

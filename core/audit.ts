@@ -156,6 +156,15 @@ export const AUDIT_ARMS = [
 ] as const;
 export type AuditArm = (typeof AUDIT_ARMS)[number];
 
+export type AuditPolicy =
+  'no-eviction' | 'fifo' | 'random' | 'redundancy' | 'importance' | 'gold-control' | 'memgate';
+
+/** An arm's eviction policy, and its seed for the random arms. */
+export function armPolicy(arm: AuditArm): { policy: AuditPolicy; seed?: number } {
+  const random = /^random-(\d+)$/.exec(arm);
+  return random ? { policy: 'random', seed: Number(random[1]) } : { policy: arm as AuditPolicy };
+}
+
 /** The three tightness checks, run on every error: does each of these contexts answer it? */
 export interface TightnessChecks {
   /** Restore only the gold that survived. Flipping an irreversible error this way contradicts it. */
@@ -172,6 +181,8 @@ export interface AuditRecord {
   runId: string;
   questionId: string;
   questionType: string;
+  policy: AuditPolicy;
+  seed?: number;
   arm: AuditArm;
   /** Token budget of the arm; null for no-eviction. */
   budget: number | null;

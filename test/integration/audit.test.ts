@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditSettings } from '../../activities/audit';
-import { AUDIT_ARMS, summarizeAudit, type AuditRecord, type SummaryRow } from '../../core/audit';
+import { armPolicy, AUDIT_ARMS, summarizeAudit, type AuditRecord, type SummaryRow } from '../../core/audit';
 import { auditRecordsOfRun } from '../../store/audit';
 import { auditProgressQuery, auditWorkflowId, memgateAudit, type AuditInput } from '../../workflows/audit';
 import { startTestEnv, type TestEnv } from '../support/env';
@@ -68,7 +68,7 @@ describe.skipIf(!existsSync(DATA))('restore-counterfactual audit on LongMemEval-
     expect(new Set(records.map((r) => r._id)).size).toBe(records.length);
     expect(new Set(records.map((r) => r.questionId))).toEqual(new Set(QUESTIONS));
     for (const r of records) {
-      expect(r).toMatchObject({ reader: 'evidence', judge: 'match' });
+      expect(r).toMatchObject({ reader: 'evidence', judge: 'match', ...armPolicy(r.arm) });
       if (r.readSetting !== 'hot+cold')
         expect(r.store.reachableTokens).toBeLessThanOrEqual(r.budget ?? Infinity);
     }

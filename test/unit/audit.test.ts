@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
+  armPolicy,
   bootstrapShareInterval,
   classify,
   irreversibleShare,
@@ -132,5 +133,13 @@ describe('irreversible share and its bootstrap interval', () => {
     expect([a2(), a2(), a2()]).toEqual(xs);
     expect([b(), b(), b()]).not.toEqual(xs);
     for (const x of xs) expect(x >= 0 && x < 1).toBe(true);
+  });
+});
+
+describe('arms', () => {
+  it('names the policy of every arm, with the seed of a random one', () => {
+    expect(armPolicy('random-3')).toEqual({ policy: 'random', seed: 3 });
+    expect(armPolicy('memgate')).toEqual({ policy: 'memgate' });
+    expect(armPolicy('gold-control')).toEqual({ policy: 'gold-control' });
   });
 });

@@ -15,6 +15,7 @@ function record(
     runId: 'r',
     questionId,
     questionType: 'multi-session',
+    policy: arm === 'no-eviction' ? 'no-eviction' : 'fifo',
     arm,
     budget,
     readSetting: 'retained',
