@@ -4,7 +4,7 @@ import type { Config } from '../core/config';
 import { memoryPolicy, type Entry, type Tier } from '../core/entry';
 import { MemgateError, NotFoundError } from '../core/errors';
 import { dueForExpiry, planRefresh, planSupersession, QueryIndex, refreshPolicy } from '../core/lifecycle';
-import { planReclaim, reclaimPolicy, type ReclaimEntry } from '../core/reclaim';
+import { planReclaim, reclaimPolicy, type ReclaimEntry, type ReclaimStep } from '../core/reclaim';
 import type { Summarizer } from '../llm/summarizer';
 import type { Store } from '../store/db';
 import {
@@ -13,7 +13,6 @@ import {
   removeSummary,
   replaceSummaryContent,
   summariesDerivedFrom,
-  summarySources,
   tombstoneErasure,
   unlinkSummary,
   unlinkSupersession,
@@ -29,7 +28,8 @@ import {
   refreshHotEntry,
   rehydrateEntry,
   restoreEntry,
-  spillEntry,
+  spillEntries,
+  storedEntries,
   summaryId,
   supersedeEntry,
   tierCollection,
@@ -135,8 +135,10 @@ export function createConsolidationActivities(store: Store, config: Config, summ
           expiredAt: { $exists: false },
         };
         for await (const page of batchesAfter(tierCollection(store, tier), due, after, batch)) {
-          for (const e of page) if (dueForExpiry(e, run.asOf)) await expireEntry(store, run, e);
-          heartbeat({ tier, after: page[page.length - 1]!._id } satisfies TierCursor);
+          for (const e of page) {
+            if (dueForExpiry(e, run.asOf)) await expireEntry(store, run, e);
+            heartbeat({ tier, after: e._id } satisfies TierCursor);
+          }
         }
       }
       return { expired: await countEvents(store, run, 'expire') };
@@ -193,6 +195,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
             for (const step of steps) {
               if (step.tier === 'hot') await refreshHotEntry(store, run, step);
               else await rehydrateEntry(store, run, step);
+              heartbeat({ tier, after: step.id } satisfies TierCursor);
             }
             heartbeat({ tier, after: page[page.length - 1]!._id } satisfies TierCursor);
           }
@@ -215,7 +218,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
         .find({ agentId: run.agentId, kind: 'summary', 'source.ref': run.runId })
         .toArray();
       for (const summary of ours) {
-        const { present } = await summarySources(store, run.agentId, summary.derivedFrom ?? []);
+        const { present } = await storedEntries(store, run.agentId, summary.derivedFrom ?? []);
         const assessment = assessSummary(
           present.map((s) => ({ id: s._id, text: s.text })),
           summary.text,
@@ -237,10 +240,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
       });
       let done = 0;
       for (const ids of clusters) {
-        const sources = await store.hot
-          .find({ agentId: run.agentId, _id: { $in: ids } })
-          .sort({ writtenAt: 1, _id: 1 })
-          .toArray();
+        const { present: sources } = await storedEntries(store, run.agentId, ids);
         if (sources.length < 2) continue;
         const texts = sources.map((s) => ({ id: s._id, text: s.text }));
         const text = await summarizer.summarize(texts);
@@ -296,10 +296,9 @@ export function createConsolidationActivities(store: Store, config: Config, summ
       const steps = planSupersession([...facts.values()]).filter(
         (s) => after === undefined || s.olderId > after,
       );
-      for (let i = 0; i < steps.length; i++) {
-        const step = steps[i]!;
+      for (const step of steps) {
         await supersedeEntry(store, run, step.olderId, step.newerId);
-        if ((i + 1) % batch === 0 || i === steps.length - 1) heartbeat({ after: step.olderId });
+        heartbeat({ after: step.olderId });
       }
       return { superseded: await countEvents(store, run, 'supersede') };
     },
@@ -322,16 +321,31 @@ export function createConsolidationActivities(store: Store, config: Config, summ
         hot.push(...page);
         heartbeat({ loaded: hot.length });
       }
-      const plan = planReclaim(hot, run.asOf, reclaim);
-      for (let i = 0; i < plan.length; i++) {
-        const step = plan[i]!;
-        if (step.action === 'spill') {
-          await spillEntry(store, run, step);
-        } else {
-          const entry = await store.hot.findOne({ _id: step.id, agentId: run.agentId });
-          if (entry) await evictEntry(store, run, entry, step);
+      const plan = new Map(planReclaim(hot, run.asOf, reclaim).map((step) => [step.id, step]));
+      let done = 0;
+      let spills: { step: ReclaimStep; entry: Entry }[] = [];
+      const spillPending = async () => {
+        await spillEntries(store, run, spills);
+        done += spills.length;
+        spills = [];
+        heartbeat({ loaded: hot.length, planned: plan.size, done });
+      };
+      // A second pass reads the planned entries whole, in `_id` order, a batch at a time.
+      if (plan.size > 0) {
+        for await (const page of batchesAfter(store.hot, { agentId: run.agentId }, undefined, batch)) {
+          for (const entry of page) {
+            const step = plan.get(entry._id);
+            if (!step) continue;
+            if (step.action === 'evict') {
+              await evictEntry(store, run, entry, step);
+              heartbeat({ loaded: hot.length, planned: plan.size, done: ++done });
+            } else {
+              spills.push({ step, entry });
+              if (spills.length >= batch) await spillPending();
+            }
+          }
         }
-        if ((i + 1) % batch === 0) heartbeat({ loaded: hot.length, done: i + 1 });
+        await spillPending();
       }
       return {
         spilled: await countEvents(store, run, 'spill'),
@@ -432,7 +446,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
       const removed: string[] = [];
       for (const summary of await summariesDerivedFrom(store, input.agentId, input.entryId)) {
         const remaining = (summary.derivedFrom ?? []).filter((id) => id !== input.entryId);
-        const { present, gone } = await summarySources(store, input.agentId, remaining);
+        const { present, gone } = await storedEntries(store, input.agentId, remaining);
         if (present.length === 0 || gone.length > 0) {
           await removeSummary(store, input.agentId, summary._id, input.entryId, input.at);
           removed.push(summary._id);

@@ -17,6 +17,14 @@ export interface TierOps<D extends { _id: string; version: number }> {
   removeVersion(tier: Tier, id: string, version: number): Promise<boolean>;
 }
 
+/** Batched forms of the same operations, for moving many entries in a few round trips. */
+export interface BatchTierOps<D extends { _id: string; version: number }> extends TierOps<D> {
+  /** Insert or replace each by `_id`. */
+  putMany(tier: Tier, docs: D[]): Promise<void>;
+  /** Delete each `_id` whose stored version is the one given; returns how many were deleted. */
+  removeVersions(tier: Tier, keys: { id: string; version: number }[]): Promise<number>;
+}
+
 export type MoveOutcome = 'moved' | 'already-moved' | 'absent';
 
 /** Rounds of copy-and-delete before giving up on a source that keeps changing. */
@@ -42,4 +50,31 @@ export async function moveBetweenTiers<D extends { _id: string; version: number 
     from,
     to,
   });
+}
+
+/**
+ * The same move for many entries already read from `from`: copy them all, then delete
+ * them all, each only at the version copied. When some delete does not match (a source
+ * changed or left since it was read), each entry is finished one by one, which is a no-op
+ * for those already moved. Returns how many entries are now in `to` only.
+ */
+export async function moveManyBetweenTiers<D extends { _id: string; version: number }>(
+  ops: BatchTierOps<D>,
+  sources: readonly D[],
+  from: Tier,
+  to: Tier,
+  transform: (source: D) => D,
+): Promise<number> {
+  if (sources.length === 0) return 0;
+  await ops.putMany(to, sources.map(transform));
+  const removed = await ops.removeVersions(
+    from,
+    sources.map((s) => ({ id: s._id, version: s.version })),
+  );
+  if (removed === sources.length) return removed;
+  let moved = 0;
+  for (const s of sources) {
+    if ((await moveBetweenTiers(ops, s._id, from, to, transform)) !== 'absent') moved++;
+  }
+  return moved;
 }

@@ -88,5 +88,8 @@ export async function ensureIndexes(store: Store): Promise<void> {
   }
   await store.tombstones.createIndex({ agentId: 1, terms: 1 });
   await store.ledger.createIndex({ agentId: 1, at: 1 });
+  // A nightly phase counts its own run's records.
+  await store.ledger.createIndex({ agentId: 1, runId: 1, event: 1 });
+  await store.runs.createIndex({ agentId: 1, asOf: 1 });
   await store.queries.createIndex({ agentId: 1, at: 1 });
 }

@@ -1,6 +1,7 @@
 import type { Entry, Tier } from '../core/entry';
 import { restorePatch } from '../core/lifecycle';
 import type { Store } from './db';
+import { getEntry } from './entries';
 import { annotate, TIERS, tierCollection } from './lifecycle';
 
 /**
@@ -11,14 +12,6 @@ import { annotate, TIERS, tierCollection } from './lifecycle';
 
 export const ERASED = 'erased';
 
-async function findAnywhere(store: Store, agentId: string, id: string): Promise<Entry | undefined> {
-  return (
-    (await store.hot.findOne({ _id: id, agentId })) ??
-    (await store.cold.findOne({ _id: id, agentId })) ??
-    undefined
-  );
-}
-
 /** The content-free tombstone and the ledger record; false when there is nothing to erase. */
 export async function tombstoneErasure(
   store: Store,
@@ -26,7 +19,7 @@ export async function tombstoneErasure(
   id: string,
   at: number,
 ): Promise<boolean> {
-  const entry = await findAnywhere(store, agentId, id);
+  const entry = await getEntry(store, agentId, id);
   const stone = await store.tombstones.findOne({ _id: id, agentId });
   if (!entry && !stone) return false;
   if (stone?.reason !== ERASED) {
@@ -54,23 +47,6 @@ export async function summariesDerivedFrom(store: Store, agentId: string, id: st
     }
   }
   return [...found.values()];
-}
-
-/** The sources of a summary still stored, oldest first; ids no longer stored are returned apart. */
-export async function summarySources(
-  store: Store,
-  agentId: string,
-  ids: readonly string[],
-): Promise<{ present: Entry[]; gone: string[] }> {
-  const present: Entry[] = [];
-  const gone: string[] = [];
-  for (const id of ids) {
-    const e = await findAnywhere(store, agentId, id);
-    if (e) present.push(e);
-    else gone.push(id);
-  }
-  present.sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1));
-  return { present, gone };
 }
 
 /** Rewrite a summary in place (every tier holding it) from the sources that remain. */

@@ -15,9 +15,9 @@ import {
   type RefreshStep,
 } from '../core/lifecycle';
 import type { ReclaimStep } from '../core/reclaim';
-import { moveBetweenTiers, type MoveOutcome, type TierOps } from '../core/tiers';
+import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import type { LedgerRecord, Store } from './db';
-import { insertNewEntries } from './entries';
+import { getEntry, insertNewEntries } from './entries';
 
 /**
  * The nightly pass's writes. None relies on a transaction: every record has a deterministic
@@ -32,8 +32,12 @@ export function tierCollection(store: Store, tier: Tier): Collection<Entry> {
   return tier === 'hot' ? store.hot : store.cold;
 }
 
-/** The tiers of one agent as core/tiers.ts sees them; every operation is scoped by agentId (I9). */
-export function agentTiers(store: Store, agentId: string): TierOps<Entry> {
+/**
+ * The tiers of one agent as core/tiers.ts sees them; every operation is scoped by agentId
+ * (I9). Batches are ordered bulk writes whose every statement selects by `_id`, which
+ * every MongoDB-protocol server serves from its primary index.
+ */
+export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
   return {
     get: async (tier, id) => (await tierCollection(store, tier).findOne({ _id: id, agentId })) ?? undefined,
     async put(tier, doc) {
@@ -42,6 +46,23 @@ export function agentTiers(store: Store, agentId: string): TierOps<Entry> {
     async removeVersion(tier, id, version) {
       const res = await tierCollection(store, tier).deleteOne({ _id: id, agentId, version });
       return res.deletedCount === 1;
+    },
+    async putMany(tier, docs) {
+      if (docs.length === 0) return;
+      await tierCollection(store, tier).bulkWrite(
+        docs.map((doc) => ({
+          replaceOne: { filter: { _id: doc._id, agentId }, replacement: doc, upsert: true },
+        })),
+        { ordered: true },
+      );
+    },
+    async removeVersions(tier, keys) {
+      if (keys.length === 0) return 0;
+      const res = await tierCollection(store, tier).bulkWrite(
+        keys.map((k) => ({ deleteOne: { filter: { _id: k.id, agentId, version: k.version } } })),
+        { ordered: true },
+      );
+      return res.deletedCount;
     },
   };
 }
@@ -61,17 +82,32 @@ export async function recordEvent(
   reason: string,
   inputs?: Record<string, unknown>,
 ): Promise<void> {
-  const _id = `${ctx.runId}:${event}:${entryId}`;
-  const record: Omit<LedgerRecord, '_id'> = {
-    agentId: ctx.agentId,
-    at: ctx.asOf,
-    event,
-    entryId,
-    reason,
-    runId: ctx.runId,
-  };
-  if (inputs) record.inputs = inputs;
-  await store.ledger.replaceOne({ _id }, record, { upsert: true });
+  await recordEvents(store, ctx, [{ event, entryId, reason, ...(inputs && { inputs }) }]);
+}
+
+/** Ledger records of one run, in one round trip; each keyed by run, event and entry. */
+export async function recordEvents(
+  store: Store,
+  ctx: RunContext,
+  events: readonly { event: string; entryId: string; reason: string; inputs?: Record<string, unknown> }[],
+): Promise<void> {
+  if (events.length === 0) return;
+  await store.ledger.bulkWrite(
+    events.map(({ event, entryId, reason, inputs }) => {
+      const _id = `${ctx.runId}:${event}:${entryId}`;
+      const record: Omit<LedgerRecord, '_id'> = {
+        agentId: ctx.agentId,
+        at: ctx.asOf,
+        event,
+        entryId,
+        reason,
+        runId: ctx.runId,
+      };
+      if (inputs) record.inputs = inputs;
+      return { replaceOne: { filter: { _id }, replacement: record, upsert: true } };
+    }),
+    { ordered: true },
+  );
 }
 
 /** How many `event` records a run has written: a phase's count, exact across retries. */
@@ -142,6 +178,24 @@ export async function* batchesAfter<T extends Document>(
   }
 }
 
+/** The entries of these ids still stored (either tier), oldest first, and the ids no longer stored. */
+export async function storedEntries(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+): Promise<{ present: Entry[]; gone: string[] }> {
+  const present: Entry[] = [];
+  const gone: string[] = [];
+  // Point reads by _id: the one lookup every MongoDB-protocol server answers from its index.
+  for (const id of ids) {
+    const found = await getEntry(store, agentId, id);
+    if (found) present.push(found.entry);
+    else gone.push(id);
+  }
+  present.sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1));
+  return { present, gone };
+}
+
 // Expire --------------------------------------------------------------------------------
 
 export async function expireEntry(store: Store, ctx: RunContext, entry: Entry): Promise<void> {
@@ -180,13 +234,33 @@ export async function rehydrateEntry(store: Store, ctx: RunContext, step: Refres
 
 // Reclaim -------------------------------------------------------------------------------
 
-/** Hot → cold with salience and provenance intact: copy to cold, then delete from hot (I8). */
-export async function spillEntry(store: Store, ctx: RunContext, step: ReclaimStep): Promise<MoveOutcome> {
-  await recordEvent(store, ctx, 'spill', step.id, step.why, { rank: step.rank, ...step.inputs });
-  return moveBetweenTiers(agentTiers(store, ctx.agentId), step.id, 'hot', 'cold', (hot) => ({
-    ...hot,
-    spilledAt: ctx.asOf,
-  }));
+/**
+ * Hot → cold with salience and provenance intact, a batch at a time: the ledger records
+ * first, then the copies to cold, then the deletes from hot (I8).
+ */
+export async function spillEntries(
+  store: Store,
+  ctx: RunContext,
+  batch: readonly { step: ReclaimStep; entry: Entry }[],
+): Promise<number> {
+  if (batch.length === 0) return 0;
+  await recordEvents(
+    store,
+    ctx,
+    batch.map(({ step }) => ({
+      event: 'spill',
+      entryId: step.id,
+      reason: step.why,
+      inputs: { rank: step.rank, ...step.inputs },
+    })),
+  );
+  return moveManyBetweenTiers(
+    agentTiers(store, ctx.agentId),
+    batch.map((b) => b.entry),
+    'hot',
+    'cold',
+    (hot) => ({ ...hot, spilledAt: ctx.asOf }),
+  );
 }
 
 /**
@@ -305,8 +379,7 @@ export async function restoreEntry(
   id: string,
   opts: { at: number; freshUntil?: number },
 ): Promise<RestoreResult | undefined> {
-  const before =
-    (await store.hot.findOne({ _id: id, agentId })) ?? (await store.cold.findOne({ _id: id, agentId }));
+  const before = (await getEntry(store, agentId, id))?.entry;
   if (!before) return undefined;
   const ledgerId = `restore:${id}:${opts.at}`;
   const earlier = await store.ledger.findOne({ _id: ledgerId, agentId });

@@ -229,9 +229,9 @@ describe('crash safety', () => {
       ...(await write(agentId, filler(1, 12, 0.6, 12))),
     ];
     const atCrash: { hot: number; cold: number; stone: number }[] = [];
-    const undo = failOnce(env.worker.store, 'hot', 'deleteOne', async (args) => {
-      const filter = args[0] as { _id: string };
-      atCrash.push(await tiersOf(agentId, filter._id));
+    const undo = failOnce(env.worker.store, 'hot', 'bulkWrite', async (args) => {
+      const deletes = args[0] as { deleteOne: { filter: { _id: string } } }[];
+      for (const d of deletes) atCrash.push(await tiersOf(agentId, d.deleteOne.filter._id));
     });
     try {
       const report = await lifecycle.consolidate({ agentId, asOf: night(2) });
@@ -240,8 +240,8 @@ describe('crash safety', () => {
     } finally {
       undo();
     }
-    // The process "died" with the entry in both tiers — never in neither.
-    expect(atCrash).toEqual([{ hot: 1, cold: 1, stone: 0 }]);
+    // The process "died" with the batch in both tiers — never in neither.
+    expect(atCrash).toEqual(Array(4).fill({ hot: 1, cold: 1, stone: 0 }));
     await expectNothingLostOrDoubled(agentId, ids);
     expect(await env.store.ledger.countDocuments({ agentId, event: 'spill' })).toBe(8);
 

@@ -18,7 +18,7 @@ import {
   evictEntry,
   rehydrateEntry,
   restoreEntry,
-  spillEntry,
+  spillEntries,
   supersedeEntry,
   type RunContext,
 } from '../../store/lifecycle';
@@ -89,26 +89,36 @@ const spillStep = (id: string): ReclaimStep => ({
 describe('tier moves on the real store', () => {
   it('spill is an idempotent hot → cold move that survives a crash between copy and delete', async () => {
     const a = `a-${randomUUID()}`;
-    const e = entry(a, `${a}/e1`, 'The notice period is 30 days.');
-    await insertNewEntries(store, [e]);
+    const batch = ['e1', 'e2', 'e3'].map((n) =>
+      entry(a, `${a}/${n}`, `The notice period is ${n.length} days.`),
+    );
+    await insertNewEntries(store, batch);
+    const spills = batch.map((e) => ({ step: spillStep(e._id), entry: e }));
     const seen: string[][] = [];
-    const restore = failOnce(store, 'hot', 'deleteOne', async () => {
-      seen.push(await tiersOf(a, `${a}/e1`));
+    const restore = failOnce(store, 'hot', 'bulkWrite', async () => {
+      for (const e of batch) seen.push(await tiersOf(a, e._id));
     });
-    await expect(spillEntry(store, ctx(a), spillStep(`${a}/e1`))).rejects.toThrow(/injected/);
+    await expect(spillEntries(store, ctx(a), spills)).rejects.toThrow(/injected/);
     restore();
-    expect(seen).toEqual([['hot', 'cold']]);
-    expect(await spillEntry(store, ctx(a), spillStep(`${a}/e1`))).toBe('moved');
-    expect(await spillEntry(store, ctx(a), spillStep(`${a}/e1`))).toBe('already-moved');
-    expect(await tiersOf(a, `${a}/e1`)).toEqual(['cold']);
-    const cold = await store.cold.findOne({ _id: `${a}/e1`, agentId: a });
-    expect(cold).toMatchObject({
-      text: e.text,
-      salience: e.salience,
-      source: e.source,
-      spilledAt: ctx(a).asOf,
-    });
-    expect(await store.ledger.countDocuments({ agentId: a, event: 'spill' })).toBe(1);
+    expect(seen).toEqual([
+      ['hot', 'cold'],
+      ['hot', 'cold'],
+      ['hot', 'cold'],
+    ]);
+    expect(await spillEntries(store, ctx(a), spills)).toBe(3);
+    // A rerun over entries already moved finds them in cold and changes nothing.
+    expect(await spillEntries(store, ctx(a), spills)).toBe(3);
+    for (const e of batch) {
+      expect(await tiersOf(a, e._id)).toEqual(['cold']);
+      const cold = await store.cold.findOne({ _id: e._id, agentId: a });
+      expect(cold).toMatchObject({
+        text: e.text,
+        salience: e.salience,
+        source: e.source,
+        spilledAt: ctx(a).asOf,
+      });
+    }
+    expect(await store.ledger.countDocuments({ agentId: a, event: 'spill' })).toBe(3);
   });
 
   it('rehydrate is an idempotent cold → hot move that survives a crash between copy and delete', async () => {

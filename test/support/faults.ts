@@ -1,7 +1,7 @@
 import type { Tier } from '../../core/entry';
 import type { Store } from '../../store/db';
 
-type Method = 'deleteOne' | 'replaceOne' | 'updateOne';
+type Method = 'deleteOne' | 'replaceOne' | 'updateOne' | 'bulkWrite';
 
 /**
  * Run `hook` (given the call's arguments) right before the next call of one collection

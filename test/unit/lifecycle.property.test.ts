@@ -19,7 +19,7 @@ import {
   type SupersessionEntry,
 } from '../../core/lifecycle';
 import { DAY_MS, HOUR_MS, salienceAt } from '../../core/salience';
-import { moveBetweenTiers, type TierOps } from '../../core/tiers';
+import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type TierOps } from '../../core/tiers';
 import { isExpired } from '../../core/entry';
 
 const ASOF = Date.UTC(2025, 5, 1);
@@ -75,7 +75,92 @@ const rehydrate = (d: Doc): Doc => {
   return { ...rest, version: d.version + 1 };
 };
 
+/** Many entries in two in-memory tiers, with batch operations; the invariant is checked after every operation. */
+function memoryBatchTiers(
+  ids: string[],
+  crashAtOp: number | undefined,
+  tiers: Record<Tier, Map<string, Doc>>,
+) {
+  let ops = 0;
+  const violations: string[] = [];
+  const step = () => {
+    if (ops++ === crashAtOp) throw new CrashAt(`crash before operation ${ops - 1}`);
+  };
+  const check = () => {
+    for (const id of ids)
+      if (!tiers.hot.has(id) && !tiers.cold.has(id))
+        violations.push(`after op ${ops}: ${id} in neither tier`);
+  };
+  const store: BatchTierOps<Doc> = {
+    async get(tier, key) {
+      step();
+      const d = tiers[tier].get(key);
+      return d && { ...d };
+    },
+    async put(tier, doc) {
+      step();
+      tiers[tier].set(doc._id, { ...doc });
+      check();
+    },
+    async removeVersion(tier, key, version) {
+      step();
+      const d = tiers[tier].get(key);
+      if (!d || d.version !== version) return false;
+      tiers[tier].delete(key);
+      check();
+      return true;
+    },
+    async putMany(tier, docs) {
+      // A batch is not atomic: a crash can land after any document of it.
+      for (const doc of docs) await store.put(tier, doc);
+    },
+    async removeVersions(tier, keys) {
+      let removed = 0;
+      for (const k of keys) if (await store.removeVersion(tier, k.id, k.version)) removed++;
+      return removed;
+    },
+  };
+  return { store, violations };
+}
+
 describe('I8: spill and rehydrate are idempotent moves', () => {
+  it('a batch move crashed at any step, with a source changed under it, converges on a rerun', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 6 }),
+        fc.nat({ max: 30 }),
+        fc.option(fc.nat({ max: 5 }), { nil: undefined }),
+        async (n, crashAtOp, changed) => {
+          const docs: Doc[] = Array.from({ length: n }, (_, i) => ({
+            _id: `e${i}`,
+            version: 1,
+            body: `b${i}`,
+          }));
+          const ids = docs.map((d) => d._id);
+          const tiers: Record<Tier, Map<string, Doc>> = { hot: new Map(), cold: new Map() };
+          for (const d of docs) tiers.hot.set(d._id, { ...d });
+          // A concurrent annotation after the batch was read: that source is newer than the copy.
+          const bumped = changed !== undefined && changed < n ? `e${changed}` : undefined;
+          if (bumped) tiers.hot.set(bumped, { ...tiers.hot.get(bumped)!, version: 2, body: 'newer' });
+          const crashing = memoryBatchTiers(ids, crashAtOp, tiers);
+          await moveManyBetweenTiers(crashing.store, docs, 'hot', 'cold', spill).catch((err) => {
+            if (!(err instanceof CrashAt)) throw err;
+          });
+          const clean = memoryBatchTiers(ids, undefined, tiers);
+          const current = docs.map((d) => tiers.hot.get(d._id)).filter((d): d is Doc => d !== undefined);
+          await moveManyBetweenTiers(clean.store, current, 'hot', 'cold', spill);
+          expect([...crashing.violations, ...clean.violations]).toEqual([]);
+          expect(tiers.hot.size).toBe(0);
+          for (const d of docs) {
+            expect(tiers.cold.get(d._id)).toEqual(
+              spill(d._id === bumped ? { ...d, version: 2, body: 'newer' } : d),
+            );
+          }
+        },
+      ),
+    );
+  });
+
   it('a crash before any operation, then a rerun, loses nothing and converges', async () => {
     await fc.assert(
       fc.asyncProperty(
