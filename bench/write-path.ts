@@ -3,7 +3,9 @@
  * agent's workflow, one entry per Update) by 16 concurrent agents and (b) with the driver's
  * insertMany straight into the same server; plus the acknowledgement latency of single-entry
  * writes on an idle agent. Sizes: BENCH_WRITE_N (default 4000), BENCH_AGENTS (16),
- * BENCH_INFLIGHT (Updates in flight per agent, 8), BENCH_SEQUENTIAL (300).
+ * BENCH_INFLIGHT (writes in flight per agent, one run per level, default "8,32"),
+ * BENCH_SEQUENTIAL (300). Concurrent writes of one agent are coalesced by the client, so
+ * more writes in flight means more entries per Update.
  */
 import { buildEntry, memoryPolicy } from '../core/entry';
 import { entryId } from '../store/entries';
@@ -11,7 +13,7 @@ import { emit, percentile, round, startBenchEnv } from './support';
 
 const N = Number(process.env.BENCH_WRITE_N ?? 4000);
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 16);
-const INFLIGHT = Number(process.env.BENCH_INFLIGHT ?? 8);
+const INFLIGHT_LEVELS = (process.env.BENCH_INFLIGHT ?? '8,32').split(',').map(Number);
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 300);
 
 function text(agent: number, i: number): string {
@@ -30,25 +32,33 @@ async function main() {
     );
 
     const perAgent = Math.ceil(N / AGENTS);
-    const latencies: number[] = [];
-    const t0 = performance.now();
-    await Promise.all(
-      agents.map(async (agentId, a) => {
-        let next = 0;
-        const lane = async () => {
-          while (next < perAgent) {
-            const i = next++;
-            const s = performance.now();
-            await env.client.write({ agentId, entries: [{ text: text(a, i), idempotencyKey: `w-${i}` }] });
-            latencies.push(performance.now() - s);
-          }
-        };
-        await Promise.all(Array.from({ length: INFLIGHT }, lane));
-      }),
-    );
-    const durableSeconds = (performance.now() - t0) / 1000;
     const written = perAgent * AGENTS;
-    latencies.sort((x, y) => x - y);
+    const durable = [];
+    for (const inflight of INFLIGHT_LEVELS) {
+      const latencies: number[] = [];
+      const t0 = performance.now();
+      await Promise.all(
+        agents.map(async (agentId, a) => {
+          let next = 0;
+          const lane = async () => {
+            while (next < perAgent) {
+              const i = next++;
+              const s = performance.now();
+              const key = `w-${inflight}-${i}`;
+              await env.client.write({ agentId, entries: [{ text: text(a, i), idempotencyKey: key }] });
+              latencies.push(performance.now() - s);
+            }
+          };
+          await Promise.all(Array.from({ length: inflight }, lane));
+        }),
+      );
+      const seconds = (performance.now() - t0) / 1000;
+      latencies.sort((x, y) => x - y);
+      durable.push({ inflightPerAgent: inflight, seconds, latencies });
+      console.error(
+        `[write-path] ${written} entries with ${inflight} in flight per agent: ${round(seconds, 1)} s`,
+      );
+    }
 
     // (b) the same entries, built the same way, inserted directly by 16 concurrent writers.
     const policy = memoryPolicy(env.config);
@@ -86,20 +96,19 @@ async function main() {
     }
     idle.sort((x, y) => x - y);
 
-    const durableRate = written / durableSeconds;
     const directRate = written / directSeconds;
     emit({
       bench: 'write-path',
       server: env.config.mongoUri ? 'configured' : 'local stack (Temporal dev server + FerretDB/SQLite)',
       entries: written,
       agents: AGENTS,
-      inflightPerAgent: INFLIGHT,
-      durable: {
-        entriesPerSecond: round(durableRate, 1),
-        ackLatencyMs: { p50: round(percentile(latencies, 50)), p99: round(percentile(latencies, 99)) },
-      },
       direct_insertMany: { entriesPerSecond: round(directRate, 1) },
-      ratio_durable_to_direct: round(durableRate / directRate, 3),
+      durable: durable.map((d) => ({
+        inflightPerAgent: d.inflightPerAgent,
+        entriesPerSecond: round(written / d.seconds, 1),
+        ratio_durable_to_direct: round(written / d.seconds / directRate, 3),
+        ackLatencyMs: { p50: round(percentile(d.latencies, 50)), p99: round(percentile(d.latencies, 99)) },
+      })),
       singleEntryIdleAckLatencyMs: {
         n: SEQUENTIAL,
         p50: round(percentile(idle, 50)),
