@@ -1,8 +1,7 @@
 import type { Entry, Tier } from '../core/entry';
 import { restorePatch } from '../core/lifecycle';
 import type { Store } from './db';
-import { getEntry } from './entries';
-import { annotate, TIERS, tierCollection } from './lifecycle';
+import { annotate, findById, locateEntry, TIERS, tierCollection } from './lifecycle';
 
 /**
  * Erasure (I10): an entry's content leaves hot, cold, the query log and every summary
@@ -19,19 +18,19 @@ export async function tombstoneErasure(
   id: string,
   at: number,
 ): Promise<boolean> {
-  const entry = await getEntry(store, agentId, id);
-  const stone = await store.tombstones.findOne({ _id: id, agentId });
+  const entry = await locateEntry(store, agentId, id);
+  const stone = await findById(store.tombstones, agentId, id);
   if (!entry && !stone) return false;
   if (stone?.reason !== ERASED) {
     // Replaces an eviction tombstone too: its terms are derived from the content.
     await store.tombstones.replaceOne(
-      { _id: id },
+      { _id: id, agentId },
       { agentId, terms: [], reason: ERASED, deletedAt: at },
       { upsert: true },
     );
   }
   await store.ledger.replaceOne(
-    { _id: `erase:${id}` },
+    { _id: `erase:${id}`, agentId },
     { agentId, at, event: 'erase', entryId: id, reason: 'forget' },
     { upsert: true },
   );
@@ -88,7 +87,7 @@ export async function replaceSummaryContent(
     });
   }
   await store.ledger.replaceOne(
-    { _id: `erase:${erasedId}:resummarise:${_id}` },
+    { _id: `erase:${erasedId}:resummarise:${_id}`, agentId },
     { agentId, at, event: 'resummarise', entryId: _id, reason: `source ${erasedId} erased` },
     { upsert: true },
   );
@@ -108,12 +107,12 @@ export async function removeSummary(
 ): Promise<void> {
   const reason = `${ERASED}: derived from erased entry ${erasedId}`;
   await store.tombstones.replaceOne(
-    { _id: summaryId },
+    { _id: summaryId, agentId },
     { agentId, terms: [], reason, deletedAt: at },
     { upsert: true },
   );
   await store.ledger.replaceOne(
-    { _id: `erase:${erasedId}:remove:${summaryId}` },
+    { _id: `erase:${erasedId}:remove:${summaryId}`, agentId },
     { agentId, at, event: 'erase', entryId: summaryId, reason },
     { upsert: true },
   );
@@ -159,7 +158,7 @@ export async function unlinkSupersession(
       .find({ agentId, supersededBy: id }, { projection: { _id: 1 } })
       .toArray()) {
       await store.ledger.replaceOne(
-        { _id: `erase:${id}:restore:${_id}` },
+        { _id: `erase:${id}:restore:${_id}`, agentId },
         {
           agentId,
           at,

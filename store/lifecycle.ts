@@ -17,7 +17,7 @@ import {
 import type { ReclaimStep } from '../core/reclaim';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import type { LedgerRecord, Store } from './db';
-import { getEntry, insertNewEntries } from './entries';
+import { insertNewEntries } from './entries';
 
 /**
  * The nightly pass's writes. None relies on a transaction: every record has a deterministic
@@ -27,6 +27,32 @@ import { getEntry, insertNewEntries } from './entries';
  */
 
 export const TIERS: readonly Tier[] = ['hot', 'cold'];
+
+/**
+ * A point read by `_id` alone — the one filter FerretDB serves from its index (anything
+ * more scans) — and then the agent check (I9): another agent's document is not found.
+ */
+export async function findById<T extends { _id: string; agentId: string }>(
+  collection: Collection<T>,
+  agentId: string,
+  id: string,
+): Promise<T | undefined> {
+  const doc = (await collection.findOne({ _id: id } as Filter<T>)) as T | null;
+  return doc?.agentId === agentId ? doc : undefined;
+}
+
+/** An entry in either tier, hot first (mid-move it is in both, and hot is the live copy). */
+export async function locateEntry(
+  store: Store,
+  agentId: string,
+  id: string,
+): Promise<{ entry: Entry; tier: Tier } | undefined> {
+  for (const tier of TIERS) {
+    const entry = await findById(tierCollection(store, tier), agentId, id);
+    if (entry) return { entry, tier };
+  }
+  return undefined;
+}
 
 export function tierCollection(store: Store, tier: Tier): Collection<Entry> {
   return tier === 'hot' ? store.hot : store.cold;
@@ -39,7 +65,7 @@ export function tierCollection(store: Store, tier: Tier): Collection<Entry> {
  */
 export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
   return {
-    get: async (tier, id) => (await tierCollection(store, tier).findOne({ _id: id, agentId })) ?? undefined,
+    get: (tier, id) => findById(tierCollection(store, tier), agentId, id),
     async put(tier, doc) {
       await tierCollection(store, tier).replaceOne({ _id: doc._id, agentId }, doc, { upsert: true });
     },
@@ -104,7 +130,7 @@ export async function recordEvents(
         runId: ctx.runId,
       };
       if (inputs) record.inputs = inputs;
-      return { replaceOne: { filter: { _id }, replacement: record, upsert: true } };
+      return { replaceOne: { filter: { _id, agentId: ctx.agentId }, replacement: record, upsert: true } };
     }),
     { ordered: true },
   );
@@ -130,7 +156,7 @@ export async function annotate(
   for (const tier of TIERS) {
     const collection = tierCollection(store, tier);
     for (let round = 0; ; round++) {
-      const entry = await collection.findOne({ _id: id, agentId });
+      const entry = await findById(collection, agentId, id);
       if (!entry) break;
       const patch = decide(entry);
       if (!patch) {
@@ -188,7 +214,7 @@ export async function storedEntries(
   const gone: string[] = [];
   // Point reads by _id: the one lookup every MongoDB-protocol server answers from its index.
   for (const id of ids) {
-    const found = await getEntry(store, agentId, id);
+    const found = await locateEntry(store, agentId, id);
     if (found) present.push(found.entry);
     else gone.push(id);
   }
@@ -275,7 +301,7 @@ export async function evictEntry(
   step: ReclaimStep,
 ): Promise<void> {
   await store.tombstones.replaceOne(
-    { _id: entry._id },
+    { _id: entry._id, agentId: ctx.agentId },
     {
       agentId: ctx.agentId,
       terms: entry.terms,
@@ -379,10 +405,10 @@ export async function restoreEntry(
   id: string,
   opts: { at: number; freshUntil?: number },
 ): Promise<RestoreResult | undefined> {
-  const before = (await getEntry(store, agentId, id))?.entry;
+  const before = (await locateEntry(store, agentId, id))?.entry;
   if (!before) return undefined;
   const ledgerId = `restore:${id}:${opts.at}`;
-  const earlier = await store.ledger.findOne({ _id: ledgerId, agentId });
+  const earlier = await findById(store.ledger, agentId, ledgerId);
   let restored = earlier?.inputs?.restored as RestoreResult['restored'] | undefined;
   if (!restored) {
     restored = [];
@@ -397,7 +423,7 @@ export async function restoreEntry(
       );
     }
     await store.ledger.replaceOne(
-      { _id: ledgerId },
+      { _id: ledgerId, agentId },
       {
         agentId,
         at: opts.at,

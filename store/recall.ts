@@ -3,7 +3,8 @@ import type { MemoryPolicy } from '../core/entry';
 import { rankCandidates, recallHit, type RecallHit, type RecallRequest } from '../core/recall';
 import { terms } from '../core/text';
 import type { Store, Tombstone } from './db';
-import { findCandidates, getEntry, logQuery } from './entries';
+import { findCandidates, logQuery } from './entries';
+import { locateEntry } from './lifecycle';
 
 export interface MissingEvidence {
   tombstoneId: string;
@@ -46,7 +47,7 @@ async function supersessionSuccessors(
     for (const id of frontier) {
       if (seen.has(id)) continue;
       seen.add(id);
-      const found = await getEntry(store, agentId, id);
+      const found = await locateEntry(store, agentId, id);
       if (!found) continue;
       const hit = recallHit(found, now, policy.halfLifeMs, 0);
       successors.push(hit);
