@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { MongoBulkWriteError, type Filter } from 'mongodb';
+import { MongoBulkWriteError, type Collection, type Filter } from 'mongodb';
 import type { Entry, Provenance } from '../core/entry';
 import type { Candidate } from '../core/recall';
 import type { QueryLogRecord, Store } from './db';
@@ -21,19 +21,37 @@ export function entryId(
   return h.digest('base64url').slice(0, 32);
 }
 
-export type WriteStatus = 'created' | 'existing';
+/**
+ * `existing`: the id is already in hot or cold, left untouched. `deleted`: the id has a
+ * tombstone (evicted, or erased by `forget`), so a replayed write does not bring it back.
+ */
+export type WriteStatus = 'created' | 'existing' | 'deleted';
+
+/** Which of `ids` a collection holds, by `_id` point reads (the one filter FerretDB pushes down). */
+async function presentIds<T extends { _id: string }>(
+  collection: Collection<T>,
+  ids: string[],
+): Promise<string[]> {
+  const found = await Promise.all(
+    ids.map((_id) => collection.findOne({ _id } as Filter<T>, { projection: { _id: 1 } })),
+  );
+  return found.flatMap((d) => (d ? [String(d._id)] : []));
+}
 
 /**
- * Insert entries that exist in neither tier. An id already in hot or cold is reported as
- * existing and left untouched, so replays and retries are no-ops (and never pull a spilled
- * entry back into hot).
+ * Insert entries that exist in neither tier and were never deleted. Replays and retries are
+ * no-ops: they never pull a spilled entry back into hot, nor resurrect an evicted or erased one.
  */
 export async function insertNewEntries(store: Store, entries: Entry[]): Promise<Map<string, WriteStatus>> {
   const status = new Map<string, WriteStatus>();
   if (entries.length === 0) return status;
-  const ids = entries.map((e) => e._id);
-  const inCold = await store.cold.find({ _id: { $in: ids } }, { projection: { _id: 1 } }).toArray();
-  for (const { _id } of inCold) status.set(_id, 'existing');
+  const ids = [...new Set(entries.map((e) => e._id))];
+  const [inCold, tombstoned] = await Promise.all([
+    presentIds(store.cold, ids),
+    presentIds(store.tombstones, ids),
+  ]);
+  for (const id of inCold) status.set(id, 'existing');
+  for (const id of tombstoned) status.set(id, 'deleted');
   const unique = new Map<string, Entry>();
   for (const e of entries) if (!status.has(e._id) && !unique.has(e._id)) unique.set(e._id, e);
   for (const id of unique.keys()) status.set(id, 'created');

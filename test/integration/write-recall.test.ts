@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { InvalidInputError } from '../../core/errors';
+import { LifecycleClient } from '../../client/lifecycle';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 let env: TestEnv;
@@ -129,6 +130,17 @@ describe('durable soft writes and gated recall', () => {
     expect(res.entries[0]!.status).toBe('created');
     const { hits } = await env.client.recall({ agentId, query: 'ferns' });
     expect(hits.map((h) => h.text).sort()).toEqual(['first memory about ferns', 'second memory about ferns']);
+  });
+
+  it('does not resurrect an erased entry when the same write is replayed (I10)', async () => {
+    const agentId = env.agent('agent-erase');
+    const entry = { text: 'My home address is 12 Elm Street', idempotencyKey: 'address' };
+    const [written] = (await env.client.write({ agentId, entries: [entry] })).entries;
+    await new LifecycleClient(env.client.temporal, env.config).forget({ agentId, entryId: written!.id });
+    const [replayed] = (await env.client.write({ agentId, entries: [entry] })).entries;
+    expect(replayed).toEqual({ id: written!.id, status: 'deleted' });
+    expect(await env.store.hot.countDocuments({ agentId })).toBe(0);
+    expect(await env.store.cold.countDocuments({ agentId })).toBe(0);
   });
 
   it('isolates tenants: agent A never sees agent B', async () => {
