@@ -1,4 +1,4 @@
-import { activityInfo, ApplicationFailure, Context, heartbeat } from '@temporalio/activity';
+import { activityInfo, Context, heartbeat } from '@temporalio/activity';
 import {
   armPolicy,
   classify,
@@ -26,7 +26,8 @@ import {
 } from '../core/auditArms';
 import type { Config } from '../core/config';
 import { buildEntry, type Entry, type MemoryPolicy } from '../core/entry';
-import { InvalidInputError, MemgateError } from '../core/errors';
+import { InvalidInputError } from '../core/errors';
+import { withTypedFailures } from './failures';
 import { reclaimPolicy } from '../core/reclaim';
 import { chooseJudge, chooseReader, type JudgeChoice, type Models, type ReaderChoice } from '../llm';
 import type { Judge, Reader } from '../llm/models';
@@ -91,23 +92,6 @@ export interface ArmOutcome {
 export function auditAgentId(runId: string, questionId: string, memgateBudget?: number): string {
   const base = `audit.${runId}.${questionId.replace(/[^A-Za-z0-9._:-]/g, '-')}`;
   return memgateBudget === undefined ? base : `${base}.memgate-${memgateBudget}`;
-}
-
-/** A MemgateError crosses into Temporal as an ApplicationFailure of its type, non-retryable unless it says otherwise. */
-async function asActivity<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof MemgateError) {
-      throw ApplicationFailure.create({
-        type: err.type,
-        message: err.message,
-        details: [err.details],
-        nonRetryable: !err.retryable,
-      });
-    }
-    throw err;
-  }
 }
 
 function entriesFor(agentId: string, turns: HaystackTurn[], policy: MemoryPolicy): Entry[] {
@@ -411,7 +395,7 @@ export function createAuditActivities(store: Store, config: Config, policy: Memo
       questionIds?: string[];
       limit?: number;
     }): Promise<QuestionRef[]> {
-      return asActivity(async () => {
+      return withTypedFailures(async () => {
         let refs = listQuestions(input.source);
         if (input.questionIds?.length) {
           const wanted = new Set(input.questionIds);
@@ -426,7 +410,7 @@ export function createAuditActivities(store: Store, config: Config, policy: Memo
 
     /** Ingest the haystack in date order into the question's agent, and run the denominator filter. */
     async prepareAuditQuestion(task: AuditQuestionTask): Promise<PreparedQuestion> {
-      return asActivity(async () => {
+      return withTypedFailures(async () => {
         const s = await setup(task);
         return {
           units: s.units.length,
@@ -442,7 +426,7 @@ export function createAuditActivities(store: Store, config: Config, policy: Memo
      * per budget and the heartbeat carries the next budget, so a retry resumes there.
      */
     async runAuditArm(task: AuditArmTask): Promise<ArmOutcome> {
-      return asActivity(async () => {
+      return withTypedFailures(async () => {
         const ids = recordIds(task);
         if ((await storedAuditRecordIds(store, ids)).size === ids.length)
           return { records: ids.length, reused: true };
@@ -478,7 +462,7 @@ export function createAuditActivities(store: Store, config: Config, policy: Memo
 
     /** Drop the question's agents (haystack, memgate's copies); the records stay. */
     async releaseAuditQuestion(task: AuditQuestionTask): Promise<void> {
-      return asActivity(async () => {
+      return withTypedFailures(async () => {
         const id = task.ref.questionId;
         haystacks.delete(auditAgentId(task.runId, id));
         await dropAgents(store, [

@@ -1,8 +1,9 @@
-import { activityInfo, ApplicationFailure, heartbeat } from '@temporalio/activity';
+import { activityInfo, heartbeat } from '@temporalio/activity';
 import { assessSummary, buildSummaryEntry, clusterable, nearDuplicateClusters } from '../core/clusters';
 import type { Config } from '../core/config';
 import { memoryPolicy, type Entry, type Tier } from '../core/entry';
-import { MemgateError, NotFoundError } from '../core/errors';
+import { NotFoundError } from '../core/errors';
+import { withTypedFailures } from './failures';
 import { dueForExpiry, planRefresh, planSupersession, QueryIndex, refreshPolicy } from '../core/lifecycle';
 import { planReclaim, reclaimPolicy, type ReclaimEntry, type ReclaimStep } from '../core/reclaim';
 import type { Summarizer } from '../llm/summarizer';
@@ -80,23 +81,6 @@ function tiersFrom(cursor: TierCursor | undefined): { tier: Tier; after?: string
   return TIERS.slice(start).map((tier, i) =>
     i === 0 && cursor?.after ? { tier, after: cursor.after } : { tier },
   );
-}
-
-/** A MemgateError crosses into Temporal as an ApplicationFailure of its type. */
-async function typed<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof MemgateError) {
-      throw ApplicationFailure.create({
-        type: err.type,
-        message: err.message,
-        details: [err.details],
-        nonRetryable: !err.retryable,
-      });
-    }
-    throw err;
-  }
 }
 
 const RECLAIM_FIELDS = {
@@ -415,7 +399,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
       at: number;
       freshUntil?: number;
     }): Promise<RestoreResult> {
-      return typed(async () => {
+      return withTypedFailures(async () => {
         const result = await restoreEntry(store, input.agentId, input.entryId, input);
         if (!result)
           throw new NotFoundError(`no entry ${input.entryId} for agent ${input.agentId}`, { ...input });
@@ -426,7 +410,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
     // Erasure (I10), one step per activity; the forget workflow runs them in order.
 
     async forgetTombstone(input: { agentId: string; entryId: string; at: number }): Promise<void> {
-      return typed(async () => {
+      return withTypedFailures(async () => {
         if (!(await tombstoneErasure(store, input.agentId, input.entryId, input.at))) {
           throw new NotFoundError(`no entry ${input.entryId} for agent ${input.agentId}`, { ...input });
         }

@@ -1,8 +1,8 @@
-import { ApplicationFailure } from '@temporalio/workflow';
+import { ApplicationFailure } from '@temporalio/common';
 import { MemgateError } from '../core/errors';
 
 /**
- * A MemgateError leaves a workflow (or an Update validator) as an ApplicationFailure of the
+ * A MemgateError leaves a workflow, an Update validator or an activity as an ApplicationFailure of the
  * same `type`, non-retryable unless the error says otherwise, so the client can rebuild the
  * class (client/errors.ts). Anything else passes through untouched.
  */

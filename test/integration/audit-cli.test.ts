@@ -1,14 +1,11 @@
-import { execFile } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditRecord } from '../../core/audit';
+import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 
-const run = promisify(execFile);
-const CLI = join(__dirname, '..', '..', 'bin', 'memgate.cjs');
 const DATA = resolve(__dirname, '..', '..', '..', 'shared', 'data', 'longmemeval-s');
 
 let env: TestEnv;
@@ -21,24 +18,7 @@ afterAll(async () => {
   rmSync(out, { recursive: true, force: true });
 });
 
-async function memgate(extraEnv: Record<string, string>, ...args: string[]) {
-  try {
-    const { stdout, stderr } = await run('node', [CLI, ...args], {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
-        MONGODB_URI: env.endpoints.mongoUri,
-        MEMGATE_DB: env.config.database,
-        MEMGATE_TASK_QUEUE: env.config.taskQueue,
-        ...extraEnv,
-      },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const memgate = (extraEnv: Record<string, string>, ...args: string[]) => runMemgate(env, args, extraEnv);
 
 describe('memgate audit (the installed command)', () => {
   it('refuses bad options with exit code 2 and a typed error, before starting anything', async () => {

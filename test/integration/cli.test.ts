@@ -1,11 +1,6 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
-
-const run = promisify(execFile);
-const CLI = join(__dirname, '..', '..', 'bin', 'memgate.cjs');
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -15,24 +10,7 @@ afterAll(async () => {
   await env?.close();
 });
 
-/** Runs the installed `memgate` command against this test's servers, database and task queue. */
-async function memgate(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run('node', [CLI, ...args], {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
-        MONGODB_URI: env.endpoints.mongoUri,
-        MEMGATE_DB: env.config.database,
-        MEMGATE_TASK_QUEUE: env.config.taskQueue,
-      },
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code: number; stdout: string; stderr: string };
-    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-  }
-}
+const memgate = (...args: string[]) => runMemgate(env, args);
 
 describe('memgate CLI', () => {
   it('writes and recalls', async () => {
@@ -70,11 +48,9 @@ describe('memgate CLI', () => {
   });
 
   it('exits 2 naming the variable when the configuration is invalid', async () => {
-    const res = await run('node', [CLI, 'stack', 'status'], {
-      env: { ...process.env, MEMGATE_GATE_THRESHOLD: '2' },
-    }).catch((e: { code: number; stderr: string }) => e);
-    expect((res as { code: number }).code).toBe(2);
-    expect((res as { stderr: string }).stderr).toContain('MEMGATE_GATE_THRESHOLD');
+    const res = await runMemgate(env, ['stack', 'status'], { MEMGATE_GATE_THRESHOLD: '2' });
+    expect(res.code).toBe(2);
+    expect(res.stderr).toContain('MEMGATE_GATE_THRESHOLD');
   });
 
   it('reports the stack status', async () => {

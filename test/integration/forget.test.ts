@@ -1,10 +1,8 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { LifecycleClient } from '../../client/lifecycle';
 import { NotFoundError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
+import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 const T0 = Date.UTC(2025, 4, 1);
@@ -146,24 +144,7 @@ describe('forget (I10)', () => {
 });
 
 describe('the lifecycle CLI', () => {
-  const CLI = join(__dirname, '..', '..', 'bin', 'memgate.cjs');
-  async function memgate(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-    try {
-      const { stdout, stderr } = await promisify(execFile)('node', [CLI, ...args], {
-        env: {
-          ...process.env,
-          TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
-          MONGODB_URI: env.endpoints.mongoUri,
-          MEMGATE_DB: env.config.database,
-          MEMGATE_TASK_QUEUE: env.config.taskQueue,
-        },
-      });
-      return { code: 0, stdout, stderr };
-    } catch (err) {
-      const e = err as { code: number; stdout: string; stderr: string };
-      return { code: e.code, stdout: e.stdout, stderr: e.stderr };
-    }
-  }
+  const memgate = (...args: string[]) => runMemgate(env, args);
 
   it('consolidates, restores and forgets, with typed errors and exit codes', async () => {
     const agentId = env.agent('cli-lifecycle');

@@ -1,13 +1,8 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evictBatch } from '../../store/audit';
 import { impossibleQueries, UNKNOWN_REASON } from '../../store/impossible';
+import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
-
-const run = promisify(execFile);
-const CLI = join(__dirname, '..', '..', 'bin', 'memgate.cjs');
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -81,15 +76,7 @@ describe('what became impossible, live', () => {
   });
 
   it('`memgate impossible --agent` prints the same report', async () => {
-    const { stdout } = await run('node', [CLI, 'impossible', '--agent', 'imp-b'], {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
-        MONGODB_URI: env.endpoints.mongoUri,
-        MEMGATE_DB: env.config.database,
-        MEMGATE_TASK_QUEUE: env.config.taskQueue,
-      },
-    });
+    const { stdout } = await runMemgate(env, ['impossible', '--agent', 'imp-b']);
     const printed = JSON.parse(stdout);
     expect(printed).toMatchObject({
       agentId: 'imp-b',

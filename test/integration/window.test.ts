@@ -1,6 +1,4 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { join } from 'node:path';
 import { Worker } from '@temporalio/worker';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -20,6 +18,7 @@ import {
   type WindowState,
 } from '../../core/window';
 import { contextWindow, contextWindowWorkflowId } from '../../workflows/contextWindow';
+import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 import {
   CONSTRAINT,
@@ -182,25 +181,7 @@ describe('the seed case through the contextWindow workflow', () => {
   });
 
   it('memgate window show prints the window and the eviction records', async () => {
-    // Asynchronously: the worker answering the CLI's query runs in this process.
-    const run = (...args: string[]) =>
-      new Promise<{ code: number; stdout: string; stderr: string }>((done) => {
-        execFile(
-          join(__dirname, '../../node_modules/.bin/tsx'),
-          ['client/cli.ts', 'window', ...args],
-          {
-            cwd: join(__dirname, '../..'),
-            env: {
-              ...process.env,
-              TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
-              MONGODB_URI: env.endpoints.mongoUri,
-              MEMGATE_DB: env.config.database,
-              MEMGATE_TASK_QUEUE: env.config.taskQueue,
-            },
-          },
-          (err, stdout, stderr) => done({ code: err ? Number(err.code) : 0, stdout, stderr }),
-        );
-      });
+    const run = (...args: string[]) => runMemgate(env, ['window', ...args]);
     const show = await run('show', guarded.session);
     expect(show.stderr).toBe('');
     expect(show.code).toBe(0);
