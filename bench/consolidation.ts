@@ -8,7 +8,7 @@
  * drafts, call notes, near-duplicate tool reports, volatile quotas — loaded with insertMany,
  * and the last day's queries in the query log; the run is at the night after.
  *
- * Env: BENCH_CONSOLIDATION_SIZES (entries, default "500,1000"; the design's figure is 250000,
+ * Env: BENCH_CONSOLIDATION_SIZES (entries, default "400,800"; the design's figure is 250000,
  * which finishes on real MongoDB but not on FerretDB, where every write by `_id` scans its
  * collection), BENCH_CONSOLIDATION_FILL (store size over capacity, default 1.1).
  */
@@ -24,7 +24,7 @@ import { seedScenario } from './seed30/scenario';
 import { Workload } from './seed30/workload';
 import { emit, round, startBenchEnv, type BenchEnv } from './support';
 
-const SIZES = (process.env.BENCH_CONSOLIDATION_SIZES ?? '500,1000').split(',').map(Number);
+const SIZES = (process.env.BENCH_CONSOLIDATION_SIZES ?? '400,800').split(',').map(Number);
 const FILL = Number(process.env.BENCH_CONSOLIDATION_FILL ?? 1.1);
 /** Entries the seed workload writes at scale 1 (a little under, so a scaled run reaches `size`). */
 const SEED_WRITES = 230_000;

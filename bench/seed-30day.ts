@@ -7,7 +7,7 @@
  * workflow each night), whose per-night decisions must equal the simulation's at that scale.
  *
  * Env: BENCH_SEED30_SCALE (default 1: the seed's size), BENCH_SEED30_SEED (default 30),
- * BENCH_SEED30_STACK_DAYS (default 8; 0 skips the real-stack run, which stores 360 entries).
+ * BENCH_SEED30_STACK_DAYS (default 7; 0 skips the real-stack run, which stores 360 entries).
  */
 import { parseConfig, type Config } from '../core/config';
 import { type DecisionComparison, compareDecisions, runThroughStack } from './seed30/stack';
@@ -17,7 +17,7 @@ import type { WorkloadParams } from './seed30/workload';
 import { emit, round, startBenchEnv } from './support';
 
 const SCALE = Number(process.env.BENCH_SEED30_SCALE ?? 1);
-const STACK_DAYS = Number(process.env.BENCH_SEED30_STACK_DAYS ?? 8);
+const STACK_DAYS = Number(process.env.BENCH_SEED30_STACK_DAYS ?? 7);
 const SEED = Number(process.env.BENCH_SEED30_SEED ?? 30);
 
 const log = (line: string) => console.error(line);
