@@ -3,7 +3,6 @@ import {
   ConflictError,
   EvictionBoundaryError,
   InvalidInputError,
-  MemgateError,
   NotFoundError,
   StackUnavailableError,
   type Issue,
@@ -40,5 +39,3 @@ export function fromTemporalFailure(err: unknown): unknown {
 function stripIssues(message: string): string {
   return message.split(': ')[0] ?? message;
 }
-
-export { MemgateError };

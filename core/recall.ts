@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { agentIdSchema, zodIssues, type Entry, type Tier } from './entry';
+import { agentIdSchema, isExpired, zodIssues, type Entry, type Tier } from './entry';
 import { InvalidInputError } from './errors';
 import { salienceAt } from './salience';
 import { termSequence, terms } from './text';
@@ -102,7 +102,7 @@ export function recallHit(c: Candidate, now: number, halfLifeMs: number, lexical
     score: lexical * salience,
     lossy_summary: e.lossy_summary === true,
     isActive: e.isActive,
-    expired: e.validity.volatile && e.validity.freshUntil !== undefined && now > e.validity.freshUntil,
+    expired: isExpired(e, now),
     source: e.source,
     writtenAt: e.writtenAt,
   };

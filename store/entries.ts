@@ -104,13 +104,6 @@ export async function logQuery(store: Store, record: QueryLogRecord): Promise<vo
   await store.queries.insertOne(record);
 }
 
-export async function getEntry(store: Store, agentId: string, id: string): Promise<Candidate | undefined> {
-  const hot = await store.hot.findOne({ _id: id, agentId });
-  if (hot) return { entry: hot, tier: 'hot' };
-  const cold = await store.cold.findOne({ _id: id, agentId });
-  return cold ? { entry: cold, tier: 'cold' } : undefined;
-}
-
 /**
  * How many documents the server examines for a default-recall candidate query, from the
  * server's own explain: MongoDB reports it; FerretDB reports whether the filter was pushed
