@@ -4,11 +4,11 @@
  * activity, so its wall time is read from the workflow's history (scheduled → completed,
  * retries included) beside the run's own count of what the phase changed.
  *
- * The store is the seed workload's entries (bench/seed30) over 30 days — facts, updates,
- * drafts, call notes, near-duplicate tool reports, volatile quotas — loaded with insertMany,
- * and the last day's queries in the query log; the run is at the night after.
+ * The store is the seed workload (bench/seed30) scaled to the size asked for: 30 days of facts,
+ * updates, drafts, call notes, near-duplicate tool reports and volatile quotas, loaded with
+ * insertMany, with the last day's queries in the query log; the run is the night after.
  *
- * Env: BENCH_CONSOLIDATION_SIZES (entries, default "400,800"; the design's figure is 250000,
+ * Env: BENCH_CONSOLIDATION_SIZES (entries, default "500,1000,2000"; the design's figure is 250000,
  * which finishes on real MongoDB but not on FerretDB, where every write by `_id` scans its
  * collection), BENCH_CONSOLIDATION_FILL (store size over capacity, default 1.1).
  */
@@ -24,10 +24,10 @@ import { seedScenario } from './seed30/scenario';
 import { Workload } from './seed30/workload';
 import { emit, round, startBenchEnv, type BenchEnv } from './support';
 
-const SIZES = (process.env.BENCH_CONSOLIDATION_SIZES ?? '400,800').split(',').map(Number);
+const SIZES = (process.env.BENCH_CONSOLIDATION_SIZES ?? '500,1000,2000').split(',').map(Number);
 const FILL = Number(process.env.BENCH_CONSOLIDATION_FILL ?? 1.1);
-/** Entries the seed workload writes at scale 1 (a little under, so a scaled run reaches `size`). */
-const SEED_WRITES = 230_000;
+/** Entries the seed workload writes at scale 1. */
+const SEED_WRITES = 245_000;
 
 const PHASES = [
   ['expirePhase', 'expired'],
@@ -44,7 +44,7 @@ interface SeededStore {
   asOf: number;
 }
 
-/** The seed workload's first `size` entries, and the queries of their last day. */
+/** The seed workload's 30 days at the scale that writes about `size` entries, and its last day's queries. */
 function seedStore(size: number, agentId: string): SeededStore {
   const { params, env } = seedScenario(size / SEED_WRITES);
   const workload = new Workload(params);
@@ -55,9 +55,8 @@ function seedStore(size: number, agentId: string): SeededStore {
   for (const { events, nightAsOf } of workload.days()) {
     queries = [];
     for (const event of events) {
-      if (event.type === 'write') {
-        if (entries.length < size) entries.push(model.write(event));
-      } else {
+      if (event.type === 'write') entries.push(model.write(event));
+      else
         queries.push({
           _id: randomUUID(),
           agentId,
@@ -68,10 +67,8 @@ function seedStore(size: number, agentId: string): SeededStore {
           k: 10,
           hitIds: [],
         });
-      }
     }
     asOf = nightAsOf;
-    if (entries.length >= size) break;
   }
   return { entries, queries, asOf };
 }
@@ -123,11 +120,11 @@ function changed(report: ConsolidationReport, what: string): number {
 }
 
 async function runAt(size: number) {
-  const capacity = Math.round(size / FILL);
+  const agentId = `consolidation-${randomUUID().slice(0, 8)}`;
+  const store = seedStore(size, agentId);
+  const capacity = Math.round(store.entries.length / FILL);
   const env = await startBenchEnv({ MEMGATE_HOT_CAPACITY: String(capacity) });
   try {
-    const agentId = `consolidation-${env.runId}`;
-    const store = seedStore(size, agentId);
     const loadSeconds = await load(env, store);
     console.error(`[consolidation] ${size}: loaded in ${round(loadSeconds, 1)}s, running the night`);
     const workflowId = consolidateAgentWorkflowId(agentId, store.asOf);
