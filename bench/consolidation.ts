@@ -8,9 +8,10 @@
  * updates, drafts, call notes, near-duplicate tool reports and volatile quotas, loaded with
  * insertMany, with the last day's queries in the query log; the run is the night after.
  *
- * Env: BENCH_CONSOLIDATION_SIZES (entries, default "500,1000,2000"; the design's figure is 250000,
- * which finishes on real MongoDB but not on FerretDB, where every write by `_id` scans its
- * collection), BENCH_CONSOLIDATION_FILL (store size over capacity, default 1.1).
+ * Env: BENCH_CONSOLIDATION_SIZES (entries, default "500,1000,2000"; the design's figure,
+ * 250000, is for real MongoDB: on FerretDB every write by `_id` scans its collection, so a
+ * night grows with the square of the store), BENCH_CONSOLIDATION_FILL (store size over
+ * capacity, default 1.1).
  */
 import { randomUUID } from 'node:crypto';
 import type { ConsolidationReport } from '../activities/consolidation';
