@@ -24,7 +24,7 @@ describe('seed 30-day scenario, scaled down, through the real stack', () => {
     memgate = simulate(params, env.config, 'memgate', { agentId, keepNights: true });
     baseline = simulate(params, env.config, 'salience-deletion', { agentId });
     stack = await runThroughStack(env.client, env.config, params, agentId);
-  }, 900_000); // a whole scaled-down month through the real stack; a guard, not a timing assertion
+  }, 900_000); // ten scaled-down nights through the real stack; a guard, not a timing assertion
 
   afterAll(async () => {
     await env?.close();
