@@ -78,7 +78,7 @@ export const CONFIG_SPECS = {
     schema: text,
     allowed: 'a directory path',
     default: '.memgate',
-    doc: 'local stack state (SQLite files, logs, pids)',
+    doc: 'local stack state (PostgreSQL and Temporal data, logs, pids)',
   }),
   cacheDir: spec({
     env: 'MEMGATE_CACHE_DIR',
@@ -107,6 +107,13 @@ export const CONFIG_SPECS = {
     allowed: 'a TCP port 1-65535',
     default: '27017',
     doc: 'local FerretDB port',
+  }),
+  postgresPort: spec({
+    env: 'MEMGATE_POSTGRES_PORT',
+    schema: port,
+    allowed: 'a TCP port 1-65535',
+    default: '55432',
+    doc: "local PostgreSQL port (FerretDB's storage); off 5432 so a system PostgreSQL is never reused",
   }),
   logLevel: spec({
     env: 'MEMGATE_LOG_LEVEL',

