@@ -17,6 +17,7 @@ import { randomUUID } from 'node:crypto';
 import type { ConsolidationReport } from '../activities/consolidation';
 import { parseConfig } from '../core/config';
 import type { Entry } from '../core/entry';
+import { dayOf } from '../core/salience';
 import { terms } from '../core/text';
 import type { QueryLogRecord } from '../store/db';
 import { consolidateAgent, consolidateAgentWorkflowId } from '../workflows/consolidation';
@@ -64,6 +65,7 @@ function seedStore(size: number, agentId: string): SeededStore {
           query: event.text,
           terms: terms(event.text),
           at: event.at,
+          day: dayOf(event.at),
           deep: false,
           k: 10,
           hitIds: [],

@@ -1,17 +1,25 @@
 /**
- * Default (gated) recall latency for one agent at 10k and 100k entries, with the number of
- * documents the server examines per query and the candidates handed to the ranker. Entries
- * are loaded with insertMany (this measures reads, not writes). Sizes: BENCH_RECALL_SIZES
- * (default "10000,100000"), BENCH_RECALL_QUERIES (queries per size, default 12).
+ * Recall latency for one agent as its store grows: default (gated) recall over N hot entries,
+ * and deep recall over the same N hot entries plus N cold ones. Sizes: BENCH_RECALL_SIZES
+ * (default "10000,50000,250000"); BENCH_RECALL_QUERIES queries per size and mode (default 50).
+ *
+ * The store is loaded as a nightly run leaves it: entries inserted in bulk (this measures
+ * reads, not writes) and their terms counted into the document frequencies. Each query names
+ * a subject (held by a tenth of the store), one of 2,500 topics (about a hundred entries
+ * each at 250,000) and the word "figure", which every entry holds.
+ *
+ * Prints {"sizes":[{"entries","p50Ms","p99Ms","deepP99Ms","candidatesPerQuery"}],"growthExponent"},
+ * the exponent being the log-log slope of default p99 between the smallest and largest size.
  */
-import { buildEntry, memoryPolicy } from '../core/entry';
+import { buildEntry, memoryPolicy, type Entry } from '../core/entry';
 import { DAY_MS } from '../core/salience';
-import { terms } from '../core/text';
-import { entryId, explainCandidateScan } from '../store/entries';
+import { entryId } from '../store/entries';
+import { adjustDocumentFrequencies } from '../store/terms';
 import { emit, percentile, round, startBenchEnv } from './support';
 
-const SIZES = (process.env.BENCH_RECALL_SIZES ?? '10000,100000').split(',').map(Number);
-const QUERIES = Number(process.env.BENCH_RECALL_QUERIES ?? 12);
+const SIZES = (process.env.BENCH_RECALL_SIZES ?? '10000,50000,250000').split(',').map(Number);
+const QUERIES = Number(process.env.BENCH_RECALL_QUERIES ?? 50);
+const BATCH = 1000;
 
 const SUBJECTS = [
   'supplier',
@@ -25,7 +33,7 @@ const SUBJECTS = [
   'hiring',
   'vendor',
 ];
-const TOPICS = Array.from({ length: 400 }, (_, i) => `topic${i}`);
+const TOPICS = 2500;
 
 /** Deterministic pseudo-random numbers, so every run loads the same store. */
 function prng(seed: number) {
@@ -38,72 +46,91 @@ function prng(seed: number) {
 async function main() {
   const env = await startBenchEnv();
   const policy = memoryPolicy(env.config);
-  const results = [];
+  const store = env.client.store;
+  const agentId = `recall-${env.runId}`;
+  const now = Date.now();
+  const rand = prng(42);
+  let loaded = 0;
+
+  function entry(i: number): Entry {
+    const text =
+      `The ${SUBJECTS[i % SUBJECTS.length]} note about topic${Math.floor(rand() * TOPICS)} says the ` +
+      `figure is ${Math.floor(rand() * 1000)} units, reviewed by team ${Math.floor(rand() * 50)}.`;
+    const input = {
+      text,
+      kind: 'episode' as const,
+      salience: 0.05 + rand() * 0.95,
+      source: { origin: 'agent' as const },
+      confidence: 0.5,
+      verified: false,
+      volatile: false,
+      writtenAt: now - Math.floor(rand() * 30 * DAY_MS),
+    };
+    const e = buildEntry(entryId(agentId, { idempotencyKey: String(i) }), agentId, input, policy);
+    delete e.pending;
+    return e;
+  }
+
+  /** `count` more entries in each tier, and their terms in the document frequencies. */
+  async function load(count: number) {
+    const termLists: string[][] = [];
+    for (let done = 0; done < count; done += BATCH) {
+      const n = Math.min(BATCH, count - done);
+      const hot = Array.from({ length: n }, () => entry(loaded++));
+      const cold = Array.from({ length: n }, () => ({ ...entry(loaded++), spilledAt: now }));
+      await store.hot.insertMany(hot, { ordered: false });
+      await store.cold.insertMany(cold, { ordered: false });
+      for (const e of [...hot, ...cold]) termLists.push(e.terms);
+    }
+    await adjustDocumentFrequencies(store, agentId, termLists, 1);
+  }
+
+  async function measure(deep: boolean) {
+    const latencies: number[] = [];
+    let candidates = 0;
+    for (let q = 0; q < QUERIES; q++) {
+      const query = `${SUBJECTS[q % SUBJECTS.length]} topic${(q * 37) % TOPICS} figure`;
+      const s = performance.now();
+      const res = await env.client.recall({ agentId, query, k: 10, deep });
+      latencies.push(performance.now() - s);
+      candidates += res.candidates;
+    }
+    latencies.sort((a, b) => a - b);
+    return { latencies, candidatesPerQuery: candidates / QUERIES };
+  }
+
+  const sizes = [];
   try {
-    let loaded = 0;
-    const agentId = `recall-${env.runId}`;
-    const now = Date.now();
-    const rand = prng(42);
     for (const size of SIZES) {
       const t0 = performance.now();
-      while (loaded < size) {
-        const batch = [];
-        for (let i = 0; i < 1000 && loaded < size; i++, loaded++) {
-          const text =
-            `The ${SUBJECTS[loaded % SUBJECTS.length]} note ${loaded} about ${TOPICS[Math.floor(rand() * TOPICS.length)]} ` +
-            `says the figure is ${Math.floor(rand() * 1000)} units, reviewed by team ${Math.floor(rand() * 50)}.`;
-          const writtenAt = now - Math.floor(rand() * 30 * DAY_MS);
-          const input = {
-            text,
-            kind: 'episode' as const,
-            salience: 0.05 + rand() * 0.95,
-            source: { origin: 'agent' as const },
-            confidence: 0.5,
-            verified: false,
-            volatile: false,
-            writtenAt,
-          };
-          batch.push(
-            buildEntry(entryId(agentId, { idempotencyKey: String(loaded) }), agentId, input, policy),
-          );
-        }
-        await env.client.store.hot.insertMany(batch, { ordered: false });
-      }
-      const loadSeconds = (performance.now() - t0) / 1000;
-      const latencies: number[] = [];
-      let candidates = 0;
-      let hits = 0;
-      for (let q = 0; q < QUERIES; q++) {
-        const query = `${SUBJECTS[q % SUBJECTS.length]} ${TOPICS[(q * 37) % TOPICS.length]} figure`;
-        const s = performance.now();
-        const res = await env.client.recall({ agentId, query, k: 10 });
-        latencies.push(performance.now() - s);
-        hits += res.hits.length;
-        candidates += res.candidates;
-      }
-      latencies.sort((a, b) => a - b);
-      const scan = await explainCandidateScan(env.client.store, {
-        agentId,
-        terms: terms('supplier topic1 figure'),
-        now: Date.now(),
-        deep: false,
-      });
-      results.push({
+      await load(size - loaded / 2);
+      console.error(
+        `[recall] ${size} hot + ${size} cold loaded in ${round((performance.now() - t0) / 1000, 1)} s`,
+      );
+      await measure(false); // warm the caches of both servers once per size
+      const gated = await measure(false);
+      const deep = await measure(true);
+      sizes.push({
         entries: size,
-        queries: QUERIES,
-        latencyMs: { p50: round(percentile(latencies, 50)), p99: round(percentile(latencies, 99)) },
-        docsExaminedPerQuery: scan.docsExamined,
-        docsExaminedSource: scan.source,
-        candidatesRankedPerQuery: round(candidates / QUERIES, 1),
-        hitsPerQuery: round(hits / QUERIES, 1),
-        loadSeconds: round(loadSeconds, 1),
+        p50Ms: round(percentile(gated.latencies, 50)),
+        p99Ms: round(percentile(gated.latencies, 99)),
+        deepP99Ms: round(percentile(deep.latencies, 99)),
+        candidatesPerQuery: round(gated.candidatesPerQuery, 1),
+        deepCandidatesPerQuery: round(deep.candidatesPerQuery, 1),
       });
-      console.error(`[recall] ${size} entries done`);
+      console.error(`[recall] ${JSON.stringify(sizes[sizes.length - 1])}`);
     }
+    const first = sizes[0]!;
+    const last = sizes[sizes.length - 1]!;
     emit({
       bench: 'recall',
-      server: env.config.mongoUri ? 'configured' : 'local stack (FerretDB/SQLite)',
-      results,
+      server: env.config.mongoUri ? 'configured' : 'local stack (FerretDB 1.24 on PostgreSQL 16)',
+      queriesPerSize: QUERIES,
+      sizes,
+      growthExponent:
+        sizes.length > 1
+          ? round(Math.log(last.p99Ms / first.p99Ms) / Math.log(last.entries / first.entries), 3)
+          : null,
     });
   } finally {
     await env.close();

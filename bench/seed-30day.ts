@@ -67,10 +67,10 @@ function sideBySide(baseline: PolicyOutcome, memgate: PolicyOutcome) {
   };
 }
 
-function simulateBoth(params: WorkloadParams, config: Config, agentId: string, keepNights: boolean) {
-  const baseline = simulate(params, config, 'salience-deletion', { agentId });
+async function simulateBoth(params: WorkloadParams, config: Config, agentId: string, keepNights: boolean) {
+  const baseline = await simulate(params, config, 'salience-deletion', { agentId });
   log(`[simulation] salience-deletion done in ${baseline.outcome.seconds}s`);
-  const memgate = simulate(params, config, 'memgate', { agentId, keepNights });
+  const memgate = await simulate(params, config, 'memgate', { agentId, keepNights });
   log(`[simulation] memgate done in ${memgate.outcome.seconds}s`);
   return { baseline, memgate };
 }
@@ -80,7 +80,7 @@ async function stackRun() {
   const env = await startBenchEnv(overrides);
   try {
     const agentId = `seed30-${env.runId}`;
-    const sim = simulateBoth(params, env.config, agentId, true);
+    const sim = await simulateBoth(params, env.config, agentId, true);
     const stack = await runThroughStack(env.client, env.config, params, agentId, log);
     const comparison: DecisionComparison = compareDecisions(sim.memgate.nights!, stack.nights);
     const stackAnswers = stack.answers;
@@ -118,7 +118,7 @@ async function stackRun() {
 
 async function main() {
   const { params, env } = seedScenario(SCALE, SEED);
-  const sim = simulateBoth(params, parseConfig(env), 'seed30', false);
+  const sim = await simulateBoth(params, parseConfig(env), 'seed30', false);
   const result: Record<string, unknown> = {
     bench: 'seed-30day',
     simulation: {

@@ -1,5 +1,5 @@
 import { atoms, checkLossless } from './atoms';
-import { isExpired, type Entry, type MemoryPolicy } from './entry';
+import { initialPending, isExpired, type Entry, type MemoryPolicy } from './entry';
 import { dormantAt, salienceAt } from './salience';
 import { countTokens, terms } from './text';
 
@@ -26,7 +26,7 @@ export interface ClusterOptions {
  * similarity): near-duplicates share their distinctive terms, and skipping the common
  * ones keeps candidate generation near-linear on big stores.
  */
-const MAX_POSTINGS = 64;
+export const CLUSTER_MAX_POSTINGS = 64;
 
 export function termSimilarity(a: ReadonlySet<string>, b: ReadonlySet<string>): number {
   if (a.size === 0 || b.size === 0) return 0;
@@ -58,7 +58,7 @@ export function nearDuplicateClusters(items: readonly ClusterItem[], opts: Clust
     const candidates = new Set<number>();
     for (const t of sets[i]!) {
       const list = postings.get(t)!;
-      if (list.length > MAX_POSTINGS) continue;
+      if (list.length > CLUSTER_MAX_POSTINGS) continue;
       for (const j of list) if (j !== i && !assigned[j]) candidates.add(j);
     }
     const neighbours = [...candidates]
@@ -152,5 +152,6 @@ export function buildSummaryEntry(
     version: 1,
   };
   if (assessment.lossy) entry.lossyReasons = assessment.lossyReasons;
+  entry.pending = initialPending(entry);
   return entry;
 }

@@ -9,6 +9,16 @@ export type EntryKind = 'episode' | 'fact' | 'constraint' | 'summary';
 export type Origin = 'user' | 'agent' | 'tool' | 'consolidation';
 export type Tier = 'hot' | 'cold';
 
+/**
+ * Nightly work an entry still awaits. Each phase finds its own work by equality on this
+ * field (an index serves it on every server) and settles it, so a night reads what changed
+ * since the last one instead of the whole store (docs/invariants.md, Index-driven).
+ * `terms`: its terms are not yet in the document frequencies; `cluster`: not yet compared
+ * with its neighbours; `supersede`: a fact whose subject was not yet checked; `expire`: a
+ * volatile fact not yet past `freshUntil`.
+ */
+export type PendingWork = 'terms' | 'cluster' | 'supersede' | 'expire';
+
 export interface Provenance {
   origin: Origin;
   sessionId?: string;
@@ -49,7 +59,17 @@ export interface Entry {
   subsumedBy?: { summaryId: string; lossless: boolean }[];
   refreshedAt?: number;
   spilledAt?: number;
+  pending?: PendingWork[];
   version: number;
+}
+
+/** What a newly stored entry (a write or a summary) leaves for the nightly run. */
+export function initialPending(e: Pick<Entry, 'kind' | 'subject' | 'validity'>): PendingWork[] {
+  const work: PendingWork[] = ['terms'];
+  if (e.kind !== 'summary') work.push('cluster');
+  if (e.subject !== undefined) work.push('supersede');
+  if (e.validity.volatile && e.validity.freshUntil !== undefined) work.push('expire');
+  return work;
 }
 
 /** Tenant ids are plain identifiers: never an object, never a `$` operator. */
@@ -186,6 +206,7 @@ export function buildEntry(
     entry.subject = input.subject.toLowerCase();
     entry.attribute = input.attribute?.toLowerCase();
   }
+  entry.pending = initialPending(entry);
   return entry;
 }
 

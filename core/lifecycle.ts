@@ -1,4 +1,4 @@
-import { isExpired, type Entry, type Tier } from './entry';
+import { isExpired, type Entry, type PendingWork, type Tier } from './entry';
 import { dormantAt, HOUR_MS, refreshedSalience, type Salience } from './salience';
 
 /**
@@ -18,6 +18,25 @@ export function applyPatch<E extends Partial<Entry>>(entry: E, patch: EntryPatch
   const out: Record<string, unknown> = { ...entry, ...patch.set };
   for (const key of patch.unset) delete out[key];
   return out as E;
+}
+
+/** One patch doing what each of `patches` does (later ones win on the same field). */
+export function combinePatches(...patches: EntryPatch[]): EntryPatch {
+  const set = Object.assign({}, ...patches.map((p) => p.set)) as Partial<Entry>;
+  const unset = [...new Set(patches.flatMap((p) => p.unset))].filter((k) => !(k in set));
+  return { set, unset };
+}
+
+/** `work` is done: it leaves the entry's pending list (and an empty list leaves the entry). */
+export function settlePatch(entry: Pick<Entry, 'pending'>, work: PendingWork): EntryPatch {
+  const rest = (entry.pending ?? []).filter((w) => w !== work);
+  return rest.length ? { set: { pending: rest }, unset: [] } : { set: {}, unset: ['pending'] };
+}
+
+/** `work` is due again (a renewed volatile fact awaits its new expiry). */
+export function awaitPatch(entry: Pick<Entry, 'pending'>, work: PendingWork): EntryPatch {
+  const pending = entry.pending ?? [];
+  return { set: { pending: pending.includes(work) ? pending : [...pending, work] }, unset: [] };
 }
 
 // Expiry -------------------------------------------------------------------------------

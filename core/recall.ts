@@ -48,6 +48,49 @@ export interface Candidate {
   tier: Tier;
 }
 
+/**
+ * Default recall's tier filter (the gate, design 1.1): an active, unexpired hot entry
+ * above the gate. Dormant entries are not dead; only deep recall returns them.
+ */
+export function inDefaultRecall(
+  entry: Pick<Entry, 'isActive' | 'validity' | 'dormantAt'>,
+  now: number,
+): boolean {
+  return entry.isActive && !isExpired(entry, now) && entry.dormantAt > now;
+}
+
+/**
+ * Postings read per query, at most: the candidates are read whole, and the store's cost is
+ * per document read, so this bounds a recall's cost whatever the store's size.
+ */
+export const POSTINGS_BUDGET = { default: 200, deep: 400 } as const;
+
+/**
+ * Which query terms propose candidates, rarest first, while their postings fit the budget;
+ * the rarest always does, read up to the budget. A term held by more entries than that says
+ * little about which one is meant (its idf is near zero), so search engines skip it; it
+ * still counts in the score of the candidates the rarer terms found. A term missing from
+ * `df` (not counted yet: new since the last nightly run) counts as rare.
+ */
+export function candidateTerms(
+  queryTerms: readonly string[],
+  df: ReadonlyMap<string, number>,
+  budget: number,
+): { term: string; limit: number }[] {
+  const ordered = [...new Set(queryTerms)].sort(
+    (a, b) => (df.get(a) ?? 0) - (df.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0),
+  );
+  const chosen: { term: string; limit: number }[] = [];
+  let spent = 0;
+  for (const term of ordered) {
+    const postings = df.get(term) ?? 0;
+    if (chosen.length > 0 && spent + postings > budget) break;
+    chosen.push({ term, limit: budget });
+    spent += postings;
+  }
+  return chosen;
+}
+
 const K1 = 1.2;
 const B = 0.75;
 

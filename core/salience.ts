@@ -13,6 +13,11 @@ export interface Salience {
 export const HOUR_MS = 3_600_000;
 export const DAY_MS = 24 * HOUR_MS;
 
+/** The UTC day number of an instant: an equality key for "what happened on that day". */
+export function dayOf(at: number): number {
+  return Math.floor(at / DAY_MS);
+}
+
 export function salienceAt(s: Salience, now: number, halfLifeMs: number): number {
   return s.base * Math.pow(2, -(now - s.at) / halfLifeMs);
 }

@@ -1,4 +1,11 @@
-import { MongoClient, type Collection, type Db } from 'mongodb';
+import {
+  MongoClient,
+  type AnyBulkWriteOperation,
+  type BulkWriteResult,
+  type Collection,
+  type Db,
+  type Document,
+} from 'mongodb';
 import type { Entry } from '../core/entry';
 import { StackUnavailableError } from '../core/errors';
 
@@ -32,10 +39,39 @@ export interface QueryLogRecord {
   query: string;
   terms: string[];
   at: number;
+  /** `dayOf(at)`: the nightly refresh reads the days since the previous run by equality. */
+  day: number;
   deep: boolean;
   k: number;
   hitIds: string[];
   missingIds?: string[];
+}
+
+/**
+ * How many stored entries (either tier) of an agent hold a term: recall and clustering skip
+ * a term too common to narrow the candidates, as search engines skip stop words, without
+ * reading its postings. One document per agent and term, deleted when no entry holds the
+ * term any more (I10: a term of an erased entry does not outlive it).
+ */
+export interface TermStat {
+  _id: string;
+  agentId: string;
+  df: number;
+}
+
+/**
+ * Every agent that ever wrote, with how many entries each tier holds: the nightly run fans
+ * out over these records and decides whether reclaim has work without reading any entries.
+ * The counts move with every insert, move and deletion; a crash between a change and its
+ * count can leave them off by that change, until reclaim, which reads every hot entry when
+ * it runs, sets the hot count again. `hot` is absent until the first such reading for an
+ * agent whose entries predate the counts.
+ */
+export interface AgentRecord {
+  _id: string;
+  firstWriteAt: number;
+  hot?: number;
+  cold?: number;
 }
 
 export interface Collections {
@@ -44,6 +80,8 @@ export interface Collections {
   ledger: Collection<LedgerRecord>;
   tombstones: Collection<Tombstone>;
   queries: Collection<QueryLogRecord>;
+  termStats: Collection<TermStat>;
+  agents: Collection<AgentRecord>;
   runs: Collection<{ _id: string } & Record<string, unknown>>;
   auditRecords: Collection<{ _id: string } & Record<string, unknown>>;
 }
@@ -51,6 +89,31 @@ export interface Collections {
 export interface Store extends Collections {
   db: Db;
   close(): Promise<void>;
+}
+
+/**
+ * FerretDB 1.24 on PostgreSQL holds one connection of its pool for every statement of an
+ * `update` command that matched a document, until the whole command ends; a command of
+ * more matching statements than the pool has connections waits for itself forever. So
+ * updates and replacements travel in commands of at most this many statements.
+ */
+const UPDATES_PER_COMMAND = 16;
+
+/** `bulkWrite` in commands of at most `UPDATES_PER_COMMAND` statements, in order. */
+export async function bulkWriteInCommands<T extends Document>(
+  collection: Collection<T>,
+  ops: readonly AnyBulkWriteOperation<T>[],
+  options: { ordered: boolean },
+): Promise<Pick<BulkWriteResult, 'deletedCount' | 'matchedCount' | 'modifiedCount' | 'upsertedCount'>> {
+  const total = { deletedCount: 0, matchedCount: 0, modifiedCount: 0, upsertedCount: 0 };
+  for (let i = 0; i < ops.length; i += UPDATES_PER_COMMAND) {
+    const res = await collection.bulkWrite(ops.slice(i, i + UPDATES_PER_COMMAND), options);
+    total.deletedCount += res.deletedCount;
+    total.matchedCount += res.matchedCount;
+    total.modifiedCount += res.modifiedCount;
+    total.upsertedCount += res.upsertedCount;
+  }
+  return total;
 }
 
 export async function openStore(uri: string, database: string): Promise<Store> {
@@ -70,6 +133,8 @@ export async function openStore(uri: string, database: string): Promise<Store> {
     ledger: db.collection<LedgerRecord>('ledger'),
     tombstones: db.collection<Tombstone>('tombstones'),
     queries: db.collection<QueryLogRecord>('queries'),
+    termStats: db.collection<TermStat>('term_stats'),
+    agents: db.collection<AgentRecord>('agents'),
     runs: db.collection('runs'),
     auditRecords: db.collection('audit_records'),
     close: () => client.close(),
@@ -77,19 +142,47 @@ export async function openStore(uri: string, database: string): Promise<Store> {
   return store;
 }
 
-/** The indexes of design section 3. Idempotent; FerretDB accepts them and scans anyway. */
+type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords'>;
+
+/**
+ * The one list of secondary indexes. Every query the store runs on a hot path is equality
+ * on top-level fields that lead one of these (design section 3; `docs/invariants.md`
+ * Index-driven). MongoDB serves them as declared; on the local stack FerretDB pushes such
+ * equality down to PostgreSQL as `_jsonb->'field' @> value`, and the stack gives every
+ * declared field a GIN index that serves it (scripts/postgres.ts).
+ */
+export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string, 1>[]>> = {
+  hot: [
+    { agentId: 1, terms: 1 },
+    { agentId: 1, pending: 1 },
+    { agentId: 1, subject: 1 },
+    { agentId: 1, derivedFrom: 1 },
+    { agentId: 1, supersededBy: 1 },
+  ],
+  cold: [
+    { agentId: 1, terms: 1 },
+    { agentId: 1, pending: 1 },
+    { agentId: 1, subject: 1 },
+    { agentId: 1, derivedFrom: 1 },
+    { agentId: 1, supersededBy: 1 },
+  ],
+  tombstones: [{ agentId: 1, terms: 1 }],
+  ledger: [{ agentId: 1, runId: 1, event: 1 }],
+  queries: [
+    { agentId: 1, day: 1 },
+    { agentId: 1, hitIds: 1 },
+  ],
+  termStats: [{ agentId: 1 }],
+  // Read whole by the nightly fan-out: one small document per agent.
+  agents: [],
+};
+
+/** Idempotent. */
 export async function ensureIndexes(store: Store): Promise<void> {
-  for (const tier of [store.hot, store.cold]) {
+  for (const [name, indexes] of Object.entries(INDEXES) as [IndexedCollection, Record<string, 1>[]][]) {
     // One index per command: FerretDB 1.24 drops the connection when a multi-index
     // createIndexes names indexes that already exist (every start after the first).
-    for (const field of ['dormantAt', 'terms', 'writtenAt', 'supersededBy']) {
-      await tier.createIndex({ agentId: 1, [field]: 1 });
-    }
+    for (const keys of indexes) await store[name].createIndex(keys);
   }
-  await store.tombstones.createIndex({ agentId: 1, terms: 1 });
-  await store.ledger.createIndex({ agentId: 1, at: 1 });
-  // A nightly phase counts its own run's records.
-  await store.ledger.createIndex({ agentId: 1, runId: 1, event: 1 });
-  await store.runs.createIndex({ agentId: 1, asOf: 1 });
-  await store.queries.createIndex({ agentId: 1, at: 1 });
+  await store.runs.createIndex({ kind: 1, agentId: 1 });
 }

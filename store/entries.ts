@@ -1,8 +1,11 @@
 import { createHash } from 'node:crypto';
 import { MongoBulkWriteError, type Collection, type Filter } from 'mongodb';
-import type { Entry, Provenance } from '../core/entry';
-import type { Candidate } from '../core/recall';
+import type { Entry, Provenance, Tier } from '../core/entry';
+import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
+import { dayOf } from '../core/salience';
+import { countCreated } from './agents';
 import type { QueryLogRecord, Store } from './db';
+import { documentFrequencies } from './terms';
 
 /** Deterministic `_id`: a retried write lands on the same document. */
 export function entryId(
@@ -27,7 +30,7 @@ export function entryId(
  */
 export type WriteStatus = 'created' | 'existing' | 'deleted';
 
-/** Which of `ids` a collection holds, by `_id` point reads (the one filter FerretDB pushes down). */
+/** Which of `ids` a collection holds, by `_id` point reads. */
 async function presentIds<T extends { _id: string }>(
   collection: Collection<T>,
   ids: string[],
@@ -67,6 +70,11 @@ export async function insertNewEntries(store: Store, entries: Entry[]): Promise<
       status.set(fresh[we.index]!._id, 'existing');
     }
   }
+  const created = new Map<string, number>();
+  for (const e of fresh) {
+    if (status.get(e._id) === 'created') created.set(e.agentId, (created.get(e.agentId) ?? 0) + 1);
+  }
+  for (const [agentId, n] of created) await countCreated(store, agentId, n, Date.now());
   return status;
 }
 
@@ -77,56 +85,47 @@ export interface CandidateFilter {
   deep: boolean;
 }
 
-/** Default recall: hot, active, not expired, above the gate. Deep adds dormant hot and cold. */
-export async function findCandidates(store: Store, f: CandidateFilter): Promise<Candidate[]> {
-  const base: Filter<Entry> = { agentId: f.agentId, terms: { $in: f.terms } };
-  if (!f.deep) {
-    const hot = await store.hot
-      .find({
-        ...base,
-        dormantAt: { $gt: f.now },
-        isActive: true,
-        $or: [{ 'validity.freshUntil': { $exists: false } }, { 'validity.freshUntil': { $gte: f.now } }],
-      })
-      .toArray();
-    return hot.map((entry) => ({ entry, tier: 'hot' as const }));
-  }
-  const [hot, cold] = await Promise.all([store.hot.find(base).toArray(), store.cold.find(base).toArray()]);
-  const seen = new Set(hot.map((e) => e._id));
-  // Mid-move an entry can sit in both tiers (I8); report it once, as hot.
-  return [
-    ...hot.map((entry) => ({ entry, tier: 'hot' as const })),
-    ...cold.filter((e) => !seen.has(e._id)).map((entry) => ({ entry, tier: 'cold' as const })),
-  ];
-}
-
-export async function logQuery(store: Store, record: QueryLogRecord): Promise<void> {
-  await store.queries.insertOne(record);
+/** Entries of a tier holding `term`: equality on indexed fields, at most `limit` read. */
+export async function entriesWithTerm(
+  collection: Collection<Entry>,
+  agentId: string,
+  term: string,
+  limit: number,
+): Promise<Entry[]> {
+  return collection.find({ agentId, terms: term }).limit(limit).toArray();
 }
 
 /**
- * How many documents the server examines for a default-recall candidate query, from the
- * server's own explain: MongoDB reports it; FerretDB reports whether the filter was pushed
- * down, and without pushdown it examines every document of the collection.
+ * Recall's candidates: the postings of the query terms `candidateTerms` picks (rarest
+ * first, within the budget), each read by equality, merged here, and passed through the
+ * tier filter of core/recall.ts. Default recall reads hot and keeps what `inDefaultRecall`
+ * keeps; deep recall reads both tiers and keeps everything.
  */
-export async function explainCandidateScan(
-  store: Store,
-  f: CandidateFilter,
-): Promise<{ docsExamined: number; source: string }> {
-  const plan = (await store.hot
-    .find({ agentId: f.agentId, terms: { $in: f.terms }, dormantAt: { $gt: f.now }, isActive: true })
-    .explain('executionStats')) as {
-    executionStats?: { totalDocsExamined?: number };
-    filterPushdown?: boolean;
-  };
-  if (typeof plan.executionStats?.totalDocsExamined === 'number') {
-    return {
-      docsExamined: plan.executionStats.totalDocsExamined,
-      source: 'explain.executionStats.totalDocsExamined',
-    };
+export async function findCandidates(store: Store, f: CandidateFilter): Promise<Candidate[]> {
+  const budget = f.deep ? POSTINGS_BUDGET.deep : POSTINGS_BUDGET.default;
+  const picked = candidateTerms(f.terms, await documentFrequencies(store, f.agentId, f.terms), budget);
+  const tiers: Tier[] = f.deep ? ['hot', 'cold'] : ['hot'];
+  const postings = await Promise.all(
+    tiers.flatMap((tier) =>
+      picked.map(async ({ term, limit }) => ({
+        tier,
+        entries: await entriesWithTerm(tier === 'hot' ? store.hot : store.cold, f.agentId, term, limit),
+      })),
+    ),
+  );
+  // Mid-move an entry can sit in both tiers (I8); hot comes first and is the one reported.
+  const seen = new Set<string>();
+  const candidates: Candidate[] = [];
+  for (const { tier, entries } of postings) {
+    for (const entry of entries) {
+      if (seen.has(entry._id)) continue;
+      seen.add(entry._id);
+      if (f.deep || inDefaultRecall(entry, f.now)) candidates.push({ entry, tier });
+    }
   }
-  return {
-    docsExamined: await store.hot.estimatedDocumentCount(),
-    source: `collection size (filterPushdown: ${plan.filterPushdown})`,
-  };
+  return candidates;
+}
+
+export async function logQuery(store: Store, record: Omit<QueryLogRecord, 'day'>): Promise<void> {
+  await store.queries.insertOne({ ...record, day: dayOf(record.at) });
 }

@@ -1,7 +1,7 @@
-import type { Entry, Tier } from '../core/entry';
+import type { Entry } from '../core/entry';
 import { restorePatch } from '../core/lifecycle';
 import type { Store } from './db';
-import { annotate, findById, locateEntry, TIERS, tierCollection } from './lifecycle';
+import { annotate, deleteEntry, findById, locateEntry, TIERS, tierCollection } from './lifecycle';
 
 /**
  * Erasure (I10): an entry's content leaves hot, cold, the query log and every summary
@@ -117,8 +117,7 @@ export async function removeSummary(
     { upsert: true },
   );
   await unlinkSummary(store, agentId, summaryId);
-  await store.hot.deleteOne({ _id: summaryId, agentId });
-  await store.cold.deleteOne({ _id: summaryId, agentId });
+  await deleteEntry(store, agentId, summaryId);
 }
 
 /** Entries subsumed by a summary that is gone lose that link; tombstones it stood in for say so. */
@@ -186,14 +185,4 @@ export async function unlinkSupersession(
 export async function eraseFromQueryLog(store: Store, agentId: string, id: string): Promise<number> {
   const res = await store.queries.deleteMany({ agentId, hitIds: id });
   return res.deletedCount;
-}
-
-/** The entry itself leaves both tiers; returns the tiers it was in. */
-export async function removeEntry(store: Store, agentId: string, id: string): Promise<Tier[]> {
-  const from: Tier[] = [];
-  for (const tier of TIERS) {
-    const res = await tierCollection(store, tier).deleteOne({ _id: id, agentId });
-    if (res.deletedCount) from.push(tier);
-  }
-  return from;
 }

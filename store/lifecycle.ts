@@ -4,11 +4,14 @@ import type { Entry, Tier } from '../core/entry';
 import { ConflictError } from '../core/errors';
 import {
   applyPatch,
+  awaitPatch,
+  combinePatches,
   dueForExpiry,
   expirePatch,
   refreshPatch,
   renewPatch,
   restorePatch,
+  settlePatch,
   supersedePatch,
   supersedesPatch,
   type EntryPatch,
@@ -16,8 +19,10 @@ import {
 } from '../core/lifecycle';
 import type { ReclaimStep } from '../core/reclaim';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
-import type { LedgerRecord, Store } from './db';
+import { countDeleted, countMoved } from './agents';
+import { bulkWriteInCommands, type LedgerRecord, type Store } from './db';
 import { insertNewEntries } from './entries';
+import { adjustDocumentFrequencies } from './terms';
 
 /**
  * The nightly pass's writes. None relies on a transaction: every record has a deterministic
@@ -69,13 +74,16 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
     async put(tier, doc) {
       await tierCollection(store, tier).replaceOne({ _id: doc._id, agentId }, doc, { upsert: true });
     },
+    // A delete that matches ends a move: the entry is now in the other tier only.
     async removeVersion(tier, id, version) {
       const res = await tierCollection(store, tier).deleteOne({ _id: id, agentId, version });
+      await countMoved(store, agentId, tier, res.deletedCount);
       return res.deletedCount === 1;
     },
     async putMany(tier, docs) {
       if (docs.length === 0) return;
-      await tierCollection(store, tier).bulkWrite(
+      await bulkWriteInCommands(
+        tierCollection(store, tier),
         docs.map((doc) => ({
           replaceOne: { filter: { _id: doc._id, agentId }, replacement: doc, upsert: true },
         })),
@@ -88,6 +96,7 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
         keys.map((k) => ({ deleteOne: { filter: { _id: k.id, agentId, version: k.version } } })),
         { ordered: true },
       );
+      await countMoved(store, agentId, tier, res.deletedCount);
       return res.deletedCount;
     },
   };
@@ -118,7 +127,8 @@ export async function recordEvents(
   events: readonly { event: string; entryId: string; reason: string; inputs?: Record<string, unknown> }[],
 ): Promise<void> {
   if (events.length === 0) return;
-  await store.ledger.bulkWrite(
+  await bulkWriteInCommands(
+    store.ledger,
     events.map(({ event, entryId, reason, inputs }) => {
       const _id = `${ctx.runId}:${event}:${entryId}`;
       const record: Omit<LedgerRecord, '_id'> = {
@@ -229,7 +239,7 @@ export async function expireEntry(store: Store, ctx: RunContext, entry: Entry): 
     freshUntil: entry.validity.freshUntil,
   });
   await annotate(store, ctx.agentId, entry._id, (e) =>
-    dueForExpiry(e, ctx.asOf) ? expirePatch(ctx.asOf) : undefined,
+    dueForExpiry(e, ctx.asOf) ? combinePatches(expirePatch(ctx.asOf), settlePatch(e, 'expire')) : undefined,
   );
 }
 
@@ -317,22 +327,29 @@ export async function evictEntry(
     ...step.inputs,
     ...(step.standIn ? { standIn: step.standIn } : {}),
   });
-  await store.hot.deleteOne({ _id: entry._id, agentId: ctx.agentId });
-  await store.cold.deleteOne({ _id: entry._id, agentId: ctx.agentId });
+  await deleteEntry(store, ctx.agentId, entry._id);
+}
+
+/**
+ * An entry leaves both tiers (it may be in both after an interrupted move), and the tier
+ * counts and document frequencies follow. Its terms are withdrawn before the delete, so a
+ * crash in between leaves a count too low, never a term of a deleted entry (I10).
+ */
+export async function deleteEntry(store: Store, agentId: string, id: string): Promise<Tier[]> {
+  const copy = (await locateEntry(store, agentId, id))?.entry;
+  if (copy && !copy.pending?.includes('terms')) {
+    await adjustDocumentFrequencies(store, agentId, [copy.terms], -1);
+  }
+  const from: Tier[] = [];
+  for (const tier of TIERS) {
+    const res = await tierCollection(store, tier).deleteOne({ _id: id, agentId });
+    if (res.deletedCount) from.push(tier);
+  }
+  await countDeleted(store, agentId, from);
+  return from;
 }
 
 // Consolidate ---------------------------------------------------------------------------
-
-/** Hot entries the consolidate phase may still merge: active, unexpired, in no summary. */
-export function unsubsumed(agentId: string): Filter<Entry> {
-  return {
-    agentId,
-    kind: { $ne: 'summary' },
-    isActive: true,
-    expiredAt: { $exists: false },
-    $or: [{ subsumedBy: { $exists: false } }, { subsumedBy: { $size: 0 } }],
-  };
-}
 
 /** Deterministic summary id: the same sources always make the same summary document. */
 export function summaryId(agentId: string, sourceIds: readonly string[]): string {
@@ -445,9 +462,8 @@ export async function restoreEntry(
       opts.freshUntil !== undefined &&
       e.validity.freshUntil !== opts.freshUntil
     )
-      patches.push(renewPatch(opts.freshUntil));
-    if (patches.length === 0) return undefined;
-    return { set: Object.assign({}, ...patches.map((p) => p.set)), unset: patches.flatMap((p) => p.unset) };
+      patches.push(renewPatch(opts.freshUntil), awaitPatch(e, 'expire'));
+    return patches.length ? combinePatches(...patches) : undefined;
   });
   if (newer !== undefined) {
     await annotate(store, agentId, newer, (e) =>

@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { MemoryPolicy } from '../core/entry';
-import { rankCandidates, recallHit, type RecallHit, type RecallRequest } from '../core/recall';
+import {
+  POSTINGS_BUDGET,
+  rankCandidates,
+  recallHit,
+  type RecallHit,
+  type RecallRequest,
+} from '../core/recall';
 import { terms } from '../core/text';
 import type { Store, Tombstone } from './db';
 import { findCandidates, logQuery } from './entries';
@@ -58,6 +64,16 @@ async function supersessionSuccessors(
   return successors;
 }
 
+/** Tombstones holding any of the terms: one equality read per term, merged by id. */
+async function tombstonesMatching(store: Store, agentId: string, queryTerms: string[]): Promise<Tombstone[]> {
+  const perTerm = await Promise.all(
+    queryTerms.map((term) =>
+      store.tombstones.find({ agentId, terms: term }).limit(POSTINGS_BUDGET.deep).toArray(),
+    ),
+  );
+  return [...new Map(perTerm.flat().map((t) => [t._id, t])).values()];
+}
+
 /**
  * A direct, indexed read (recall does not go through Temporal). It appends to the query log
  * and changes nothing else (I7).
@@ -75,10 +91,7 @@ export async function recall(store: Store, req: RecallRequest, policy: MemoryPol
   const result: RecallResult = { hits, asOf: now, candidates: candidates.length };
   if (req.deep) {
     result.successors = await supersessionSuccessors(store, req.agentId, hits, now, policy);
-    const stones = await store.tombstones
-      .find({ agentId: req.agentId, terms: { $in: queryTerms } })
-      .toArray();
-    result.missing = stones.map((t) => {
+    result.missing = (await tombstonesMatching(store, req.agentId, queryTerms)).map((t) => {
       const m: MissingEvidence = {
         tombstoneId: t._id,
         deletedAt: t.deletedAt,

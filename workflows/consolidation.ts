@@ -118,7 +118,6 @@ export async function nightlyConsolidation(input: NightlyInput = {}): Promise<Ni
   const asOf =
     input.asOf ?? workflowInfo().typedSearchAttributes.get(scheduledStartTime)?.getTime() ?? Date.now();
   const { agentIds, concurrency } = await phases.nightlyAgents({
-    asOf,
     ...(input.after && { after: input.after }),
   });
   const result: NightlyResult = input.carried ?? {

@@ -1,28 +1,36 @@
-import { assessSummary, buildSummaryEntry, clusterable, nearDuplicateClusters } from '../../core/clusters';
 import type { Config } from '../../core/config';
 import {
   buildEntry,
   memoryPolicy,
   parseWriteRequest,
   type Entry,
-  type MemoryPolicy,
+  type PendingWork,
   type Tier,
 } from '../../core/entry';
 import {
   applyPatch,
-  dueForExpiry,
+  combinePatches,
   expirePatch,
-  planRefresh,
-  planSupersession,
-  QueryIndex,
   refreshPatch,
   refreshPolicy,
+  settlePatch,
   supersedePatch,
   supersedesPatch,
-  type RefreshPolicy,
+  type EntryPatch,
 } from '../../core/lifecycle';
+import {
+  consolidatePhase,
+  expirePhase,
+  reclaimPhase,
+  refreshPhase,
+  supersedePhase,
+  type Located,
+  type NightPolicy,
+  type NightRun,
+  type NightStore,
+} from '../../core/nightly';
 import { rankCandidates, type Candidate, type RecallHit } from '../../core/recall';
-import { planReclaim, reclaimPolicy, type ReclaimPolicy } from '../../core/reclaim';
+import { reclaimPolicy } from '../../core/reclaim';
 import { salienceAt } from '../../core/salience';
 import { terms } from '../../core/text';
 import { extractiveSummary } from '../../llm/summarizer';
@@ -32,20 +40,15 @@ import { consolidationRunId } from '../../workflows/consolidation';
 import type { Role, WriteEvent } from './workload';
 
 /**
- * An in-memory model of one agent's store and of the nightly pass over it. The memgate pass
- * makes the decisions of the consolidateAgent phases — the same `core/` planners, the same
- * candidate filters, the same order — so a run through the real stack must decide the same.
- * The baseline runs the same pass with reclaim replaced by the seed's salience-ranked
- * deletion, so the two differ only in how capacity is reclaimed.
+ * An in-memory model of one agent's store. Its nightly pass is the one the consolidateAgent
+ * workflow runs (core/nightly.ts), over an in-memory `NightStore`, so a run through the real
+ * stack must decide the same. The baseline runs the same pass with reclaim replaced by the
+ * seed's salience-ranked deletion, so the two differ only in how capacity is reclaimed.
  */
 
 export type ReclaimMode = 'memgate' | 'salience-deletion';
 
-export interface SimPolicy {
-  memory: MemoryPolicy;
-  refresh: RefreshPolicy;
-  reclaim: ReclaimPolicy;
-  cluster: { similarity: number; neighbours: number };
+export interface SimPolicy extends NightPolicy {
   limits: { maxTextChars: number; maxEntriesPerWrite: number };
 }
 
@@ -55,6 +58,7 @@ export function simPolicy(config: Config): SimPolicy {
     refresh: refreshPolicy(config),
     reclaim: reclaimPolicy(config),
     cluster: { similarity: config.clusterSimilarity, neighbours: config.clusterNeighbours },
+    batch: config.lifecycleBatch,
     limits: { maxTextChars: config.maxTextChars, maxEntriesPerWrite: config.maxEntriesPerWrite },
   };
 }
@@ -103,11 +107,17 @@ export class SimStore {
   readonly evictions: Eviction[] = [];
   private readonly roles = new Map<string, Role>();
   /** Queries logged since the last nightly run (the refresh phase reads them). */
-  private pendingQueries: string[][] = [];
+  private loggedQueries: { at: number; terms: string[]; hitIds: string[] }[] = [];
+  private lastNight: number | undefined;
   /** Entry and tombstone ids by subject term: recall candidates are found through it. */
   private readonly bySubject = new Map<string, Set<string>>();
   private readonly stonesBySubject = new Map<string, Set<string>>();
   private readonly subjectTerms: Set<string>;
+  /** The indexes the nightly phases read through, as the MongoDB store's are. */
+  private readonly byTerm = new Map<string, Set<string>>();
+  private readonly byFactSubject = new Map<string, Set<string>>();
+  private readonly byPending = new Map<PendingWork, Set<string>>();
+  private readonly df = new Map<string, number>();
 
   constructor(
     readonly agentId: string,
@@ -139,14 +149,32 @@ export class SimStore {
 
   private insert(entry: Entry): boolean {
     if (this.hot.has(entry._id) || this.cold.has(entry._id)) return false;
-    this.hot.set(entry._id, entry);
-    for (const t of entry.terms) if (this.subjectTerms.has(t)) index(this.bySubject, t, entry._id);
+    this.put('hot', entry);
+    for (const t of entry.terms) {
+      index(this.byTerm, t, entry._id);
+      if (this.subjectTerms.has(t)) index(this.bySubject, t, entry._id);
+    }
+    if (entry.subject !== undefined) index(this.byFactSubject, entry.subject, entry._id);
     return true;
   }
 
-  /** Logs a query; only the log changes (I7). */
-  logQuery(text: string): void {
-    this.pendingQueries.push(terms(text));
+  /** Stores a copy and keeps the pending index in step with it. */
+  private put(tier: Tier, entry: Entry): void {
+    const other = this.tier(tier === 'hot' ? 'cold' : 'hot').get(entry._id);
+    this.tier(tier).set(entry._id, entry);
+    for (const [work, ids] of this.byPending) {
+      if (!entry.pending?.includes(work) && !other?.pending?.includes(work)) ids.delete(entry._id);
+    }
+    for (const work of entry.pending ?? []) {
+      let ids = this.byPending.get(work);
+      if (!ids) this.byPending.set(work, (ids = new Set()));
+      ids.add(entry._id);
+    }
+  }
+
+  /** Logs a query and what it returned; only the log changes (I7). */
+  logQuery(text: string, at: number, hitIds: string[] = []): void {
+    this.loggedQueries.push({ at, terms: terms(text), hitIds });
   }
 
   /**
@@ -158,7 +186,6 @@ export class SimStore {
     at: number,
     k: number,
   ): { hits: Pick<RecallHit, 'id' | 'text'>[]; missing: number; candidates: number } {
-    this.logQuery(text);
     const queryTerms = terms(text);
     const hot: Candidate[] = [];
     const cold: Candidate[] = [];
@@ -184,11 +211,16 @@ export class SimStore {
       candidates.length > k
         ? rankCandidates(text, candidates, { now: at, k, ...this.policy.memory })
         : candidates.map(({ entry }) => ({ id: entry._id, text: entry.text }));
+    this.logQuery(
+      text,
+      at,
+      hits.map((h) => h.id),
+    );
     return { hits, missing: stones.size, candidates: candidates.length };
   }
 
   /** One nightly pass at `asOf`: expire → refresh → consolidate → supersede → reclaim. */
-  night(asOf: number): NightDecisions {
+  async night(asOf: number): Promise<NightDecisions> {
     const d: NightDecisions = {
       asOf,
       expire: [],
@@ -199,12 +231,16 @@ export class SimStore {
       spill: [],
       evict: [],
     };
-    this.expire(asOf, d);
-    this.refresh(asOf, d);
-    this.consolidate(asOf, d);
-    this.supersede(d);
-    if (this.mode === 'memgate') this.reclaim(asOf, d);
+    const run: NightRun = { agentId: this.agentId, asOf, runId: consolidationRunId(this.agentId, asOf) };
+    const night = this.nightStore(run, d);
+    await expirePhase(night, run);
+    await refreshPhase(night, run, this.policy);
+    await consolidatePhase(night, run, this.policy, async (texts) => extractiveSummary(texts));
+    await supersedePhase(night);
+    if (this.mode === 'memgate') await reclaimPhase(night, run, this.policy);
     else this.deleteLeastSalient(asOf, d);
+    this.lastNight = asOf;
+    this.loggedQueries = this.loggedQueries.filter((q) => q.at > asOf);
     for (const k of DECISION_KINDS) d[k].sort();
     return d;
   }
@@ -213,118 +249,127 @@ export class SimStore {
     return tier === 'hot' ? this.hot : this.cold;
   }
 
-  private expire(asOf: number, d: NightDecisions): void {
-    for (const tier of ['hot', 'cold'] as const) {
-      for (const e of this.tier(tier).values()) {
-        if (!dueForExpiry(e, asOf)) continue;
-        this.patch(tier, e, expirePatch(asOf));
-        d.expire.push(e._id);
-      }
-    }
-  }
-
-  private refresh(asOf: number, d: NightDecisions): void {
-    const queries = new QueryIndex(this.pendingQueries);
-    this.pendingQueries = [];
-    if (queries.size === 0) return;
-    const window = this.policy.refresh.refreshWindowMs;
-    const hot = [...this.hot.values()].filter(
-      (e) => e.isActive && e.dormantAt <= asOf && e.dormantAt >= asOf - window,
-    );
-    const cold = [...this.cold.values()].filter((e) => e.isActive);
-    for (const [tier, entries] of [
-      ['hot', hot],
-      ['cold', cold],
-    ] as const) {
-      const steps = planRefresh(
-        entries.map((entry) => ({ entry, tier })),
-        queries,
-        asOf,
-        this.policy.refresh,
-      );
-      for (const step of steps) {
-        const entry = this.tier(tier).get(step.id)!;
-        const patch = refreshPatch(step, asOf);
-        if (tier === 'hot') {
+  /** The store the nightly phases see: every write of theirs is one decision of the night. */
+  private nightStore(run: NightRun, d: NightDecisions): NightStore {
+    const summaries: string[] = [];
+    const located = (id: string): Located | undefined => {
+      const [tier, entry] = this.find(id);
+      return entry ? { entry, tier } : undefined;
+    };
+    const size = this.policy.batch;
+    const batches = <T>(items: T[]): AsyncIterable<T[]> =>
+      (async function* () {
+        for (let i = 0; i < items.length; i += size) yield items.slice(i, i + size);
+      })();
+    return {
+      pending: (work) =>
+        batches(
+          [...(this.byPending.get(work) ?? [])]
+            .sort()
+            .map(located)
+            .filter((l): l is Located => l !== undefined && (l.entry.pending ?? []).includes(work)),
+        ),
+      withTerm: async (tier, term, limit) =>
+        [...(this.byTerm.get(term) ?? [])]
+          .map((id) => this.tier(tier).get(id))
+          .filter((e): e is Entry => e !== undefined)
+          .slice(0, limit),
+      factsAbout: async (subject) =>
+        [...(this.byFactSubject.get(subject) ?? [])]
+          .map(located)
+          .filter((l): l is Located => l !== undefined),
+      documentFrequencies: async (list) => new Map(list.map((t) => [t, this.df.get(t) ?? 0])),
+      countTerms: async (entries) => {
+        for (const e of entries) {
+          this.settle(e._id, 'terms');
+          for (const t of e.terms) this.df.set(t, (this.df.get(t) ?? 0) + 1);
+        }
+      },
+      settle: async (ids, work) => {
+        for (const id of ids) this.settle(id, work);
+      },
+      queriesSince: async (since) =>
+        this.loggedQueries
+          .filter((q) => q.at <= run.asOf && (since === undefined || q.at > since))
+          .map(({ terms, hitIds }) => ({ terms, hitIds })),
+      previousRunAsOf: async () => this.lastNight,
+      tierCounts: async () => ({ hot: this.hot.size, cold: this.cold.size }),
+      hotStorage: () => batches([...this.hot.values()].sort((a, b) => (a._id < b._id ? -1 : 1))),
+      setHotCount: async () => undefined,
+      locate: async (ids) => ids.map(located).filter((l): l is Located => l !== undefined),
+      stored: async (ids) => {
+        const present: Entry[] = [];
+        const gone: string[] = [];
+        for (const id of ids) {
+          const found = located(id);
+          if (found) present.push(found.entry);
+          else gone.push(id);
+        }
+        present.sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1));
+        return { present, gone };
+      },
+      summaryId: (sourceIds) => summaryId(this.agentId, sourceIds),
+      summariesOfRun: async () => summaries.map(located).flatMap((l) => (l ? [l.entry] : [])),
+      expire: async ({ entry, tier }) => {
+        this.patch(tier, entry, combinePatches(expirePatch(run.asOf), settlePatch(entry, 'expire')));
+        d.expire.push(entry._id);
+      },
+      refresh: async (step) => {
+        const entry = this.tier(step.tier).get(step.id)!;
+        const patch = refreshPatch(step, run.asOf);
+        if (step.tier === 'hot') {
           this.patch('hot', entry, patch);
           d.refresh.push(step.id);
         } else {
           this.cold.delete(step.id);
-          this.hot.set(step.id, {
+          this.put('hot', {
             ...applyPatch(entry, { set: patch.set, unset: ['spilledAt'] }),
             version: entry.version + 1,
           });
           d.rehydrate.push(step.id);
         }
-      }
-    }
-  }
-
-  private consolidate(asOf: number, d: NightDecisions): void {
-    const items: { id: string; writtenAt: number; terms: string[] }[] = [];
-    for (const e of this.hot.values()) {
-      const free = e.kind !== 'summary' && e.isActive && e.expiredAt === undefined && !e.subsumedBy?.length;
-      if (free && clusterable(e, asOf)) items.push({ id: e._id, writtenAt: e.writtenAt, terms: e.terms });
-    }
-    const clusters = nearDuplicateClusters(items, this.policy.cluster);
-    const runId = consolidationRunId(this.agentId, asOf);
-    for (const ids of clusters) {
-      const sources = ids
-        .map((id) => this.hot.get(id)!)
-        .sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1));
-      if (sources.length < 2) continue;
-      const texts = sources.map((s) => ({ id: s._id, text: s.text }));
-      const text = extractiveSummary(texts);
-      const assessment = assessSummary(texts, text);
-      const summary = buildSummaryEntry(
-        summaryId(
-          this.agentId,
-          sources.map((s) => s._id),
-        ),
-        sources,
-        text,
-        assessment,
-        { asOf, runId, policy: this.policy.memory },
-      );
-      this.insert(summary);
-      d.summarise.push(summary._id);
-      for (const [sourceId, lossless] of assessment.lossless) {
-        const [tier, entry] = this.find(sourceId);
-        if (!entry || entry.subsumedBy?.some((s) => s.summaryId === summary._id)) continue;
-        this.patch(tier, entry, {
-          set: { subsumedBy: [...(entry.subsumedBy ?? []), { summaryId: summary._id, lossless }] },
-          unset: [],
-        });
-      }
-    }
-  }
-
-  private supersede(d: NightDecisions): void {
-    const facts = [...this.hot.values(), ...this.cold.values()].filter((e) => e.subject !== undefined);
-    for (const step of planSupersession(facts)) {
-      const [olderTier, older] = this.find(step.olderId);
-      if (older && older.isActive && older.supersededBy === undefined)
-        this.patch(olderTier, older, supersedePatch(step.newerId));
-      const [newerTier, newer] = this.find(step.newerId);
-      if (newer && newer.supersedes !== step.olderId)
-        this.patch(newerTier, newer, supersedesPatch(step.olderId));
-      d.supersede.push(`${step.olderId}>${step.newerId}`);
-    }
-  }
-
-  /** memgate: rank by storage signals, spill, evict only what the two-key check proves dead. */
-  private reclaim(asOf: number, d: NightDecisions): void {
-    for (const step of planReclaim([...this.hot.values()], asOf, this.policy.reclaim)) {
-      const entry = this.hot.get(step.id)!;
-      if (step.action === 'spill') {
-        this.hot.delete(step.id);
-        this.cold.set(step.id, { ...entry, spilledAt: asOf });
-        d.spill.push(step.id);
-      } else {
-        this.remove(entry, asOf, true);
+      },
+      writeSummary: async (summary, lossless) => {
+        if (this.insert(summary)) {
+          summaries.push(summary._id);
+          d.summarise.push(summary._id);
+        }
+        for (const [sourceId, ok] of lossless) {
+          const [tier, entry] = this.find(sourceId);
+          if (!entry || entry.subsumedBy?.some((s) => s.summaryId === summary._id)) continue;
+          this.patch(tier, entry, {
+            set: { subsumedBy: [...(entry.subsumedBy ?? []), { summaryId: summary._id, lossless: ok }] },
+            unset: [],
+          });
+        }
+      },
+      supersede: async (step) => {
+        const [olderTier, older] = this.find(step.olderId);
+        if (older && older.isActive && older.supersededBy === undefined)
+          this.patch(olderTier, older, supersedePatch(step.newerId));
+        const [newerTier, newer] = this.find(step.newerId);
+        if (newer && newer.supersedes !== step.olderId)
+          this.patch(newerTier, newer, supersedesPatch(step.olderId));
+        d.supersede.push(`${step.olderId}>${step.newerId}`);
+      },
+      spill: async (batch) => {
+        for (const { step, entry } of batch) {
+          this.hot.delete(step.id);
+          this.put('cold', { ...entry, spilledAt: run.asOf });
+          d.spill.push(step.id);
+        }
+      },
+      evict: async (entry, step) => {
+        this.remove(entry, run.asOf, true);
         d.evict.push(step.id);
-      }
-    }
+      },
+      counted: async (event) => d[event as keyof Omit<NightDecisions, 'asOf'>].length,
+    };
+  }
+
+  private settle(id: string, work: PendingWork): void {
+    const [tier, entry] = this.find(id);
+    if (entry?.pending?.includes(work)) this.patch(tier, entry, settlePatch(entry, work));
   }
 
   /** The seed: over capacity, delete the least salient entries now, no spill, no tombstone. */
@@ -344,6 +389,12 @@ export class SimStore {
   private remove(entry: Entry, asOf: number, tombstone: boolean): void {
     this.hot.delete(entry._id);
     this.cold.delete(entry._id);
+    for (const ids of this.byPending.values()) ids.delete(entry._id);
+    for (const t of entry.terms) {
+      this.byTerm.get(t)?.delete(entry._id);
+      if (!entry.pending?.includes('terms')) this.df.set(t, (this.df.get(t) ?? 1) - 1);
+    }
+    if (entry.subject !== undefined) this.byFactSubject.get(entry.subject)?.delete(entry._id);
     const subjectTerms = entry.terms.filter((t) => this.subjectTerms.has(t));
     for (const t of subjectTerms) this.bySubject.get(t)?.delete(entry._id);
     if (tombstone) {
@@ -364,8 +415,8 @@ export class SimStore {
     return hot ? ['hot', hot] : ['cold', this.cold.get(id)];
   }
 
-  private patch(tier: Tier, entry: Entry, patch: Parameters<typeof applyPatch>[1]): void {
-    this.tier(tier).set(entry._id, { ...applyPatch(entry, patch), version: entry.version + 1 });
+  private patch(tier: Tier, entry: Entry, patch: EntryPatch): void {
+    this.put(tier, { ...applyPatch(entry, patch), version: entry.version + 1 });
   }
 }
 

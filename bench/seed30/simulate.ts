@@ -84,12 +84,12 @@ class QueryLog {
  * after each day. Judged queries go through deep recall and the reader; the others are
  * only logged, which is all a recall changes (I7).
  */
-export function simulate(
+export async function simulate(
   params: WorkloadParams,
   config: Config,
   mode: ReclaimMode,
   opts: { agentId: string; keepNights?: boolean; progress?: (line: string) => void },
-): SimulationRun {
+): Promise<SimulationRun> {
   const started = performance.now();
   const workload = new Workload(params);
   const store = new SimStore(opts.agentId, simPolicy(config), mode, workload.subjectNames());
@@ -114,7 +114,7 @@ export function simulate(
       recalls++;
       log.add(event.text, event.at);
       if (!event.judged) {
-        store.logQuery(event.text);
+        store.logQuery(event.text, event.at);
         continue;
       }
       const truthId = entryId(opts.agentId, { idempotencyKey: event.judged.truthKey });
@@ -128,7 +128,7 @@ export function simulate(
     }
     maxHot = Math.max(maxHot, store.hot.size);
     if (firstPressureNight === undefined && store.hot.size > config.hotCapacity) firstPressureNight = day;
-    const night = store.night(nightAsOf);
+    const night = await store.night(nightAsOf);
     for (const k of DECISION_KINDS) decisions[k] += night[k].length;
     if (opts.keepNights) nights.push(night);
     opts.progress?.(

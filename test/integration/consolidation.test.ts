@@ -213,6 +213,9 @@ describe('gating is not a lifecycle predicate (I1)', () => {
   it('long-dormant entries within capacity stay in hot, untouched', async () => {
     const agentId = newAgent('dormant');
     const ids = await write(agentId, filler(0, 8, 0.16, 0));
+    // The first night settles the bookkeeping of new writes (core/nightly.ts); from then on
+    // a night with nothing to do for these entries leaves their documents as they are.
+    await lifecycle.consolidate({ agentId, asOf: night(1) });
     const before = await env.store.hot.find({ agentId }).toArray();
     const report = await lifecycle.consolidate({ agentId, asOf: night(60) });
     expect(report.counts).toMatchObject({ spilled: 0, evicted: 0, refreshed: 0, summarised: 0 });
@@ -229,10 +232,16 @@ describe('crash safety', () => {
       ...(await write(agentId, filler(1, 12, 0.6, 12))),
     ];
     const atCrash: { hot: number; cold: number; stone: number }[] = [];
-    const undo = failOnce(env.worker.store, 'hot', 'bulkWrite', async (args) => {
-      const deletes = args[0] as { deleteOne: { filter: { _id: string } } }[];
-      for (const d of deletes) atCrash.push(await tiersOf(agentId, d.deleteOne.filter._id));
-    });
+    const undo = failOnce(
+      env.worker.store,
+      'hot',
+      'bulkWrite',
+      async (args) => {
+        const deletes = args[0] as { deleteOne: { filter: { _id: string } } }[];
+        for (const d of deletes) atCrash.push(await tiersOf(agentId, d.deleteOne.filter._id));
+      },
+      (args) => (args[0] as object[]).every((op) => 'deleteOne' in op),
+    );
     try {
       const report = await lifecycle.consolidate({ agentId, asOf: night(2) });
       expect(report.counts.spilled).toBe(24 - 16);
@@ -266,6 +275,8 @@ describe('crash safety', () => {
     ];
     await lifecycle.consolidate({ agentId, asOf: night(2) });
     expect(await tiersOf(agentId, ids[0]!)).toEqual({ hot: 0, cold: 1, stone: 0 });
+    // Rehydration fills only the room below the low watermark, where reclaim left hot.
+    await lifecycle.forget({ agentId, entryId: ids[1]! });
     await env.client.recall({ agentId, query: 'vendor escrow account number', asOf: dayAt(2, 12) });
 
     const atCrash: { hot: number; cold: number; stone: number }[] = [];

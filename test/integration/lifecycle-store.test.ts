@@ -6,15 +6,10 @@ import type { ReclaimStep } from '../../core/reclaim';
 import { HOUR_MS } from '../../core/salience';
 import { openStore, type Store } from '../../store/db';
 import { insertNewEntries } from '../../store/entries';
-import {
-  eraseFromQueryLog,
-  removeEntry,
-  removeSummary,
-  tombstoneErasure,
-  unlinkSupersession,
-} from '../../store/forget';
+import { eraseFromQueryLog, removeSummary, tombstoneErasure, unlinkSupersession } from '../../store/forget';
 import {
   annotate,
+  deleteEntry,
   evictEntry,
   rehydrateEntry,
   restoreEntry,
@@ -251,6 +246,7 @@ describe('erasure steps on the real store', () => {
         query: 'badge code',
         terms: ['badge', 'code'],
         at: 1,
+        day: 0,
         deep: false,
         k: 5,
         hitIds: [`${a}/gone`, `${a}/sibling`],
@@ -261,6 +257,7 @@ describe('erasure steps on the real store', () => {
         query: 'rotation',
         terms: ['rotation'],
         at: 1,
+        day: 0,
         deep: false,
         k: 5,
         hitIds: [`${a}/sibling`],
@@ -271,12 +268,12 @@ describe('erasure steps on the real store', () => {
     await removeSummary(store, a, `${a}/sum`, `${a}/gone`, 9);
     expect(await unlinkSupersession(store, a, `${a}/gone`, 9)).toEqual([`${a}/older`]);
     expect(await eraseFromQueryLog(store, a, `${a}/gone`)).toBe(1);
-    expect(await removeEntry(store, a, `${a}/gone`)).toEqual(['hot']);
+    expect(await deleteEntry(store, a, `${a}/gone`)).toEqual(['hot']);
     // Rerunning every step changes nothing more.
     expect(await tombstoneErasure(store, a, `${a}/gone`, 9)).toBe(true);
     await removeSummary(store, a, `${a}/sum`, `${a}/gone`, 9);
     expect(await unlinkSupersession(store, a, `${a}/gone`, 9)).toEqual([]);
-    expect(await removeEntry(store, a, `${a}/gone`)).toEqual([]);
+    expect(await deleteEntry(store, a, `${a}/gone`)).toEqual([]);
 
     expect(await store.tombstones.findOne({ _id: `${a}/gone` })).toMatchObject({
       terms: [],

@@ -21,8 +21,8 @@ describe('seed 30-day scenario, scaled down, through the real stack', () => {
   beforeAll(async () => {
     env = await startTestEnv(overrides);
     const agentId = env.agent('seed30');
-    memgate = simulate(params, env.config, 'memgate', { agentId, keepNights: true });
-    baseline = simulate(params, env.config, 'salience-deletion', { agentId });
+    memgate = await simulate(params, env.config, 'memgate', { agentId, keepNights: true });
+    baseline = await simulate(params, env.config, 'salience-deletion', { agentId });
     stack = await runThroughStack(env.client, env.config, params, agentId);
   }, 900_000); // ten scaled-down nights through the real stack; a guard, not a timing assertion
 

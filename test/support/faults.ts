@@ -3,11 +3,14 @@ import type { Store } from '../../store/db';
 
 type Method = 'deleteOne' | 'replaceOne' | 'updateOne' | 'bulkWrite';
 
+/** Which calls a fault may fire on (all, unless narrowed by their arguments). */
+type CallMatch = (args: unknown[]) => boolean;
+
 /**
- * Run `hook` (given the call's arguments) right before the next call of one collection
- * method of a tier, then either let the call through or fail it without reaching the
- * server. Later calls go through. Works on a running worker's store too, since activities
- * read `store.hot` / `store.cold` at call time. Returns an undo function.
+ * Run `hook` (given the call's arguments) right before the next matching call of one
+ * collection method of a tier, then either let the call through or fail it without reaching
+ * the server. Later calls go through. Works on a running worker's store too, since
+ * activities read `store.hot` / `store.cold` at call time. Returns an undo function.
  */
 function interceptOnce(
   store: Store,
@@ -15,6 +18,7 @@ function interceptOnce(
   method: Method,
   hook: (args: unknown[]) => Promise<void>,
   fail: boolean,
+  matches: CallMatch = () => true,
 ): () => void {
   const original = store[tier];
   let fired = false;
@@ -25,7 +29,7 @@ function interceptOnce(
       const bound = (value as (...a: unknown[]) => unknown).bind(target);
       if (prop !== method) return bound;
       return async (...args: unknown[]) => {
-        if (!fired) {
+        if (!fired && matches(args)) {
           fired = true;
           await hook(args);
           if (fail) throw new Error(`injected failure before ${tier}.${method}`);
@@ -45,8 +49,9 @@ export function failOnce(
   tier: Tier,
   method: Method,
   before: (args: unknown[]) => Promise<void> = async () => undefined,
+  matches?: CallMatch,
 ): () => void {
-  return interceptOnce(store, tier, method, before, true);
+  return interceptOnce(store, tier, method, before, true, matches);
 }
 
 /** Something else writes right before the next call (a concurrent change). */

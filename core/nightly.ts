@@ -1,0 +1,360 @@
+import {
+  assessSummary,
+  buildSummaryEntry,
+  clusterable,
+  CLUSTER_MAX_POSTINGS,
+  nearDuplicateClusters,
+} from './clusters';
+import type { Entry, MemoryPolicy, PendingWork, Tier } from './entry';
+import {
+  dueForExpiry,
+  planRefresh,
+  planSupersession,
+  QueryIndex,
+  type RefreshPolicy,
+  type RefreshStep,
+  type SupersessionStep,
+} from './lifecycle';
+import { POSTINGS_BUDGET } from './recall';
+import { planReclaim, type ReclaimEntry, type ReclaimPolicy, type ReclaimStep } from './reclaim';
+
+/**
+ * The nightly pass for one agent (design 5): expire → refresh → consolidate → supersede →
+ * reclaim, written once over `NightStore`, which the MongoDB store (store/night.ts) and the
+ * in-memory store of the simulations implement, so a simulation runs the code that runs at
+ * night. Every read is by equality on indexed fields (docs/invariants.md, Index-driven): a
+ * phase finds its work through the entries' `pending` lists, terms and subjects, so its cost
+ * follows what changed since the last run, not the size of the store. Every phase is
+ * idempotent: rerun after a crash at any point, it finishes the same work.
+ */
+
+export interface NightRun {
+  agentId: string;
+  asOf: number;
+  runId: string;
+}
+
+export interface Located {
+  entry: Entry;
+  tier: Tier;
+}
+
+/** What the refresh phase reads of a logged query: its terms and the entries it returned. */
+export interface LoggedQuery {
+  terms: string[];
+  hitIds: string[];
+}
+
+export interface NightPolicy {
+  memory: MemoryPolicy;
+  refresh: RefreshPolicy;
+  reclaim: ReclaimPolicy;
+  cluster: { similarity: number; neighbours: number };
+  /** Entries per batch in reads and moves. */
+  batch: number;
+}
+
+/** What the nightly phases need of one agent's store, in the domain's words. */
+export interface NightStore {
+  /** Entries awaiting `work`, hot copies first (mid-move an entry is in both), a batch at a time. */
+  pending(work: PendingWork): AsyncIterable<Located[]>;
+  /** Entries of a tier holding `term`, at most `limit`. */
+  withTerm(tier: Tier, term: string, limit: number): Promise<Entry[]>;
+  /** Facts about a subject in either tier, hot copies first. */
+  factsAbout(subject: string): Promise<Located[]>;
+  /** How many stored entries hold each term (0 when never counted). */
+  documentFrequencies(terms: readonly string[]): Promise<Map<string, number>>;
+  /** Counts the entries' terms into the document frequencies and settles their `terms` work. */
+  countTerms(entries: readonly Entry[]): Promise<void>;
+  settle(ids: readonly string[], work: PendingWork): Promise<void>;
+  /** The queries logged after `since` (all, when undefined) up to the run's `asOf`. */
+  queriesSince(since: number | undefined): Promise<LoggedQuery[]>;
+  /** The `asOf` of the agent's latest completed run before this one. */
+  previousRunAsOf(): Promise<number | undefined>;
+  /** Entries per tier; `hot` undefined when it was never counted. */
+  tierCounts(): Promise<{ hot: number | undefined; cold: number }>;
+  /** Every hot entry, as reclaim reads it (storage signals and the two-key facts). */
+  hotStorage(): AsyncIterable<ReclaimEntry[]>;
+  setHotCount(hot: number): Promise<void>;
+  /** Where each of these ids is stored (hot when in both); ids no longer stored are left out. */
+  locate(ids: readonly string[]): Promise<Located[]>;
+  /** The entries of these ids still stored (either tier), oldest first, and the ids no longer stored. */
+  stored(ids: readonly string[]): Promise<{ present: Entry[]; gone: string[] }>;
+  /** The deterministic id of the summary of these sources: the same sources, the same summary. */
+  summaryId(sourceIds: readonly string[]): string;
+  /** Summaries this run already wrote (a retried consolidate phase completes them). */
+  summariesOfRun(): Promise<Entry[]>;
+  expire(found: Located): Promise<void>;
+  /** A hot step raises the entry's salience in place; a cold step rehydrates it. */
+  refresh(step: RefreshStep): Promise<void>;
+  writeSummary(summary: Entry, lossless: ReadonlyMap<string, boolean>): Promise<void>;
+  supersede(step: SupersessionStep): Promise<void>;
+  spill(batch: readonly { step: ReclaimStep; entry: Entry }[]): Promise<void>;
+  evict(entry: Entry, step: ReclaimStep): Promise<void>;
+  /** How many `event` records this run has written: a phase's count, exact across retries. */
+  counted(event: string): Promise<number>;
+}
+
+/** Called as a phase makes progress: the activity heartbeats it. */
+export type Progress = (detail: Record<string, number>) => void;
+
+const quiet: Progress = () => undefined;
+
+async function collect<T>(batches: AsyncIterable<T[]>, progress: Progress): Promise<T[]> {
+  const all: T[] = [];
+  for await (const batch of batches) {
+    all.push(...batch);
+    progress({ read: all.length });
+  }
+  return all;
+}
+
+/** Volatile facts past `freshUntil` leave default recall: annotated, never deleted. */
+export async function expirePhase(
+  night: NightStore,
+  run: NightRun,
+  progress: Progress = quiet,
+): Promise<{ expired: number }> {
+  for (const found of await collect(night.pending('expire'), progress)) {
+    if (dueForExpiry(found.entry, run.asOf)) await night.expire(found);
+  }
+  return { expired: await night.counted('expire') };
+}
+
+/**
+ * The terms a logged query finds its entries by: an entry matches a query when it holds at
+ * least half of the query's terms (`queryMatches`), so it holds one of the `⌊n/2⌋ + 1` rarest.
+ * Of those, a term held by more entries than recall would read is skipped: what it alone
+ * would match is not what the query was about.
+ */
+export function refreshProposers(
+  queryTerms: readonly string[],
+  df: ReadonlyMap<string, number>,
+  budget: number,
+): string[] {
+  const distinct = [...new Set(queryTerms)].sort(
+    (a, b) => (df.get(a) ?? 0) - (df.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0),
+  );
+  return distinct.slice(0, Math.floor(distinct.length / 2) + 1).filter((t) => (df.get(t) ?? 0) <= budget);
+}
+
+/**
+ * Which cold entries come back to hot. One a recall returned was needed by the agent, and
+ * comes back (design 6: touched cold entries are rehydrated). One a logged query merely
+ * matches comes back only into the room below the low watermark, newest writes first: under
+ * pressure, each such rehydration would push another entry out to cold the same night.
+ * Refreshes of hot entries are not limited. A cold entry left out stays where deep recall
+ * finds it.
+ */
+export function limitRehydration(
+  steps: readonly (RefreshStep & { writtenAt: number })[],
+  returned: ReadonlySet<string>,
+  hotCount: number,
+  policy: ReclaimPolicy,
+): RefreshStep[] {
+  let room = Math.max(0, Math.floor(policy.hotCapacity * policy.lowWatermark) - hotCount);
+  const cold = steps
+    .filter((s) => s.tier === 'cold' && !returned.has(s.id))
+    .sort((a, b) => b.writtenAt - a.writtenAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const admitted = new Set(steps.filter((s) => s.tier === 'cold' && returned.has(s.id)).map((s) => s.id));
+  room -= admitted.size;
+  for (const s of cold) {
+    if (room-- <= 0) break;
+    admitted.add(s.id);
+  }
+  return steps
+    .filter((s) => s.tier === 'hot' || admitted.has(s.id))
+    .map(({ id, tier, salience, dormantAt }) => ({ id, tier, salience, dormantAt }));
+}
+
+/**
+ * The night's new entries are counted into the document frequencies first. Then the
+ * queries logged since the agent's previous run raise the salience of the gated hot entries
+ * they match inside their refresh window, and rehydrate the cold ones they match into the
+ * room below the low watermark.
+ */
+export async function refreshPhase(
+  night: NightStore,
+  run: NightRun,
+  policy: NightPolicy,
+  progress: Progress = quiet,
+): Promise<{ refreshed: number; rehydrated: number; queries: number }> {
+  // Today's writes join the document frequencies before any phase reads by term.
+  for await (const batch of night.pending('terms')) await night.countTerms(batch.map((f) => f.entry));
+  const logged = await night.queriesSince(await night.previousRunAsOf());
+  const queries = new QueryIndex(logged.map((q) => q.terms));
+  if (queries.size > 0) {
+    const df = await night.documentFrequencies(logged.flatMap((q) => q.terms));
+    const proposers = [
+      ...new Set(logged.flatMap((q) => refreshProposers(q.terms, df, POSTINGS_BUDGET.deep))),
+    ].sort();
+    const returned = new Set(logged.flatMap((q) => q.hitIds));
+    const candidates = new Map<string, Located>();
+    // What a recall returned is a candidate whatever its terms' frequencies.
+    for (const found of await night.locate([...returned].sort())) candidates.set(found.entry._id, found);
+    for (const tier of ['hot', 'cold'] as const) {
+      for (const term of proposers) {
+        for (const entry of await night.withTerm(tier, term, POSTINGS_BUDGET.deep)) {
+          if (!candidates.has(entry._id)) candidates.set(entry._id, { entry, tier });
+        }
+        progress({ terms: proposers.length, candidates: candidates.size });
+      }
+    }
+    const found = [...candidates.values()].sort((a, b) => (a.entry._id < b.entry._id ? -1 : 1));
+    const planned = planRefresh(found, queries, run.asOf, policy.refresh).map((s) => ({
+      ...s,
+      writtenAt: candidates.get(s.id)!.entry.writtenAt,
+    }));
+    const { hot } = await night.tierCounts();
+    let done = 0;
+    for (const step of limitRehydration(planned, returned, hot ?? Infinity, policy.reclaim)) {
+      await night.refresh(step);
+      progress({ planned: planned.length, done: ++done });
+    }
+  }
+  return {
+    refreshed: await night.counted('refresh'),
+    rehydrated: await night.counted('rehydrate'),
+    queries: queries.size,
+  };
+}
+
+/** What the consolidate phase may still merge: clusterable and in no summary yet. */
+function free(entry: Entry, asOf: number): boolean {
+  return clusterable(entry, asOf) && !entry.subsumedBy?.length;
+}
+
+/**
+ * New entries are counted into the document frequencies, then each one new since the last
+ * run is compared with its neighbours, found through its terms; near-duplicate clusters
+ * become summaries. The sources stay, each marked `subsumedBy` with whether the summary
+ * kept all of its facts. A retry first completes the summaries this run already wrote.
+ */
+export async function consolidatePhase(
+  night: NightStore,
+  run: NightRun,
+  policy: NightPolicy,
+  summarize: (sources: { id: string; text: string }[]) => Promise<string>,
+  progress: Progress = quiet,
+): Promise<{ summarised: number; lossySummaries: number }> {
+  for (const summary of await night.summariesOfRun()) {
+    const { present } = await night.stored(summary.derivedFrom ?? []);
+    const assessment = assessSummary(
+      present.map((s) => ({ id: s._id, text: s.text })),
+      summary.text,
+    );
+    await night.writeSummary(summary, assessment.lossless);
+  }
+
+  // Summaries written since the refresh phase counted the night's writes.
+  for await (const batch of night.pending('terms')) await night.countTerms(batch.map((f) => f.entry));
+
+  const seeds = await collect(night.pending('cluster'), progress);
+  const items = new Map<string, Entry>();
+  for (const { entry, tier } of seeds)
+    if (tier === 'hot' && free(entry, run.asOf)) items.set(entry._id, entry);
+  const seedTerms = [...new Set([...items.values()].flatMap((e) => e.terms))];
+  const df = await night.documentFrequencies(seedTerms);
+  for (const term of seedTerms.filter((t) => (df.get(t) ?? 0) <= CLUSTER_MAX_POSTINGS).sort()) {
+    for (const entry of await night.withTerm('hot', term, CLUSTER_MAX_POSTINGS + 1)) {
+      if (!items.has(entry._id) && free(entry, run.asOf)) items.set(entry._id, entry);
+    }
+  }
+  const clusters = nearDuplicateClusters(
+    [...items.values()].map((e) => ({ id: e._id, writtenAt: e.writtenAt, terms: e.terms })),
+    policy.cluster,
+  );
+  let done = 0;
+  for (const ids of clusters) {
+    const { present: sources } = await night.stored(ids);
+    if (sources.length < 2) continue;
+    const texts = sources.map((s) => ({ id: s._id, text: s.text }));
+    const text = await summarize(texts);
+    const assessment = assessSummary(texts, text);
+    const summary = buildSummaryEntry(night.summaryId(sources.map((s) => s._id)), sources, text, assessment, {
+      asOf: run.asOf,
+      runId: run.runId,
+      policy: policy.memory,
+    });
+    await night.writeSummary(summary, assessment.lossless);
+    progress({ clusters: clusters.length, done: ++done });
+  }
+  await night.settle(
+    seeds.map((s) => s.entry._id),
+    'cluster',
+  );
+  const ours = await night.summariesOfRun();
+  return {
+    summarised: await night.counted('summarise'),
+    lossySummaries: ours.filter((s) => s.lossy_summary === true).length,
+  };
+}
+
+/**
+ * A newer dated fact about the same subject and attribute supersedes the older one. The
+ * subjects with a new fact since the last run are checked, each with all of its facts.
+ */
+export async function supersedePhase(
+  night: NightStore,
+  progress: Progress = quiet,
+): Promise<{ superseded: number }> {
+  const pending = await collect(night.pending('supersede'), progress);
+  const subjects = [...new Set(pending.map((p) => p.entry.subject).filter((s) => s !== undefined))].sort();
+  const facts = new Map<string, Entry>();
+  for (const subject of subjects) {
+    for (const { entry } of await night.factsAbout(subject))
+      if (!facts.has(entry._id)) facts.set(entry._id, entry);
+  }
+  let done = 0;
+  for (const step of planSupersession([...facts.values()])) {
+    await night.supersede(step);
+    progress({ done: ++done });
+  }
+  await night.settle(
+    pending.map((p) => p.entry._id),
+    'supersede',
+  );
+  return { superseded: await night.counted('supersede') };
+}
+
+/**
+ * Above the high watermark, rank the hot entries by storage signals alone and spill or evict
+ * them down to the low watermark (design 4.1). The maintained hot count says whether there
+ * is work without reading any entry; when there is, every hot entry is read once (which also
+ * sets the count again), and then the planned ones whole, a batch at a time. The plan is
+ * recomputed on every attempt — hot's own contents are the cursor.
+ */
+export async function reclaimPhase(
+  night: NightStore,
+  run: NightRun,
+  policy: NightPolicy,
+  progress: Progress = quiet,
+): Promise<{ spilled: number; evicted: number; hotBefore: number }> {
+  const counts = await night.tierCounts();
+  let hotBefore = counts.hot ?? 0;
+  if (counts.hot === undefined || counts.hot > policy.reclaim.hotCapacity * policy.reclaim.highWatermark) {
+    const hot = await collect(night.hotStorage(), progress);
+    hotBefore = hot.length;
+    await night.setHotCount(hot.length);
+    const plan = planReclaim(hot, run.asOf, policy.reclaim);
+    for (let i = 0; i < plan.length; i += policy.batch) {
+      const steps = plan.slice(i, i + policy.batch);
+      const { present } = await night.stored(steps.map((s) => s.id));
+      const byId = new Map(present.map((e) => [e._id, e]));
+      const spills: { step: ReclaimStep; entry: Entry }[] = [];
+      for (const step of steps) {
+        const entry = byId.get(step.id);
+        if (!entry) continue;
+        if (step.action === 'evict') await night.evict(entry, step);
+        else spills.push({ step, entry });
+      }
+      await night.spill(spills);
+      progress({ planned: plan.length, done: i + steps.length });
+    }
+  }
+  return {
+    spilled: await night.counted('spill'),
+    evicted: await night.counted('evict'),
+    hotBefore,
+  };
+}

@@ -1,0 +1,51 @@
+import type { Tier } from '../core/entry';
+import type { Store } from './db';
+
+/** The agents the nightly run fans out to, in id order (one small document each). */
+export async function registeredAgents(store: Store): Promise<string[]> {
+  const agents = await store.agents.find({}, { projection: { _id: 1 } }).toArray();
+  return agents.map((a) => a._id).sort();
+}
+
+/** How many entries each tier of the agent holds; `hot` undefined when never counted. */
+export async function tierCounts(
+  store: Store,
+  agentId: string,
+): Promise<{ hot: number | undefined; cold: number }> {
+  const record = await store.agents.findOne({ _id: agentId });
+  return { hot: record?.hot, cold: Math.max(0, record?.cold ?? 0) };
+}
+
+/** `created` entries arrived in hot; registers the agent on its first write. */
+export async function countCreated(
+  store: Store,
+  agentId: string,
+  created: number,
+  at: number,
+): Promise<void> {
+  await store.agents.updateOne(
+    { _id: agentId },
+    { $inc: { hot: created }, $setOnInsert: { firstWriteAt: at } },
+    { upsert: true },
+  );
+}
+
+/** `n` entries left `from` for the other tier. */
+export async function countMoved(store: Store, agentId: string, from: Tier, n: number): Promise<void> {
+  if (n === 0) return;
+  const to: Tier = from === 'hot' ? 'cold' : 'hot';
+  await store.agents.updateOne({ _id: agentId }, { $inc: { [from]: -n, [to]: n } });
+}
+
+/** Entries were deleted from these tiers (eviction, erasure). */
+export async function countDeleted(store: Store, agentId: string, tiers: readonly Tier[]): Promise<void> {
+  if (tiers.length === 0) return;
+  const inc: Partial<Record<Tier, number>> = {};
+  for (const t of tiers) inc[t] = (inc[t] ?? 0) - 1;
+  await store.agents.updateOne({ _id: agentId }, { $inc: inc });
+}
+
+/** Reclaim read every hot entry: the exact count replaces the maintained one. */
+export async function setHotCount(store: Store, agentId: string, hot: number): Promise<void> {
+  await store.agents.updateOne({ _id: agentId }, { $set: { hot } });
+}

@@ -1,0 +1,157 @@
+import type { Entry, PendingWork } from '../core/entry';
+import type { Located, NightRun, NightStore } from '../core/nightly';
+import { dayOf } from '../core/salience';
+import type { ReclaimEntry } from '../core/reclaim';
+import { setHotCount, tierCounts } from './agents';
+import { bulkWriteInCommands, type QueryLogRecord, type Store } from './db';
+import { entriesWithTerm } from './entries';
+import {
+  batchesAfter,
+  countEvents,
+  evictEntry,
+  expireEntry,
+  locateEntry,
+  previousRunAsOf,
+  refreshHotEntry,
+  rehydrateEntry,
+  spillEntries,
+  storedEntries,
+  summaryId,
+  supersedeEntry,
+  tierCollection,
+  TIERS,
+  writeSummary,
+} from './lifecycle';
+import { adjustDocumentFrequencies, documentFrequencies } from './terms';
+
+const RECLAIM_FIELDS = {
+  _id: 1,
+  kind: 1,
+  tokens: 1,
+  writtenAt: 1,
+  refreshedAt: 1,
+  validity: 1,
+  expiredAt: 1,
+  isActive: 1,
+  dormantAt: 1,
+  subsumedBy: 1,
+};
+
+/**
+ * The nightly phases' view of one agent in MongoDB (core/nightly.ts). Reads are equality on
+ * indexed fields (`pending`, `terms`, `subject`, `day`, the ledger's run and event) or point
+ * reads by `_id`; the one read of a whole tier is reclaim's, and only when the maintained hot
+ * count is over the high watermark.
+ */
+export function mongoNight(store: Store, run: NightRun, batch: number): NightStore {
+  const { agentId } = run;
+
+  async function* pending(work: PendingWork): AsyncGenerator<Located[]> {
+    const seen = new Set<string>();
+    for (const tier of TIERS) {
+      for await (const page of batchesAfter(
+        tierCollection(store, tier),
+        { agentId, pending: work },
+        undefined,
+        batch,
+      )) {
+        const fresh = page.filter((entry) => !seen.has(entry._id));
+        for (const entry of fresh) seen.add(entry._id);
+        if (fresh.length) yield fresh.map((entry) => ({ entry, tier }));
+      }
+    }
+  }
+
+  /** Settled one by one at the version read, so a change since then keeps its work. */
+  async function settle(ids: readonly string[], work: PendingWork): Promise<void> {
+    for (let i = 0; i < ids.length; i += batch) {
+      const slice = ids.slice(i, i + batch);
+      for (const tier of TIERS) {
+        await bulkWriteInCommands(
+          tierCollection(store, tier),
+          slice.map((_id) => ({
+            updateOne: {
+              filter: { _id, agentId, pending: work },
+              update: { $pull: { pending: work }, $inc: { version: 1 } },
+            },
+          })),
+          { ordered: false },
+        );
+      }
+    }
+  }
+
+  return {
+    pending,
+    withTerm: (tier, term, limit) => entriesWithTerm(tierCollection(store, tier), agentId, term, limit),
+    async factsAbout(subject) {
+      const found = new Map<string, Located>();
+      for (const tier of TIERS) {
+        for (const entry of await tierCollection(store, tier).find({ agentId, subject }).toArray()) {
+          if (!found.has(entry._id)) found.set(entry._id, { entry, tier });
+        }
+      }
+      return [...found.values()];
+    },
+    documentFrequencies: (terms) => documentFrequencies(store, agentId, terms),
+    async countTerms(entries) {
+      // Settled before counted: a crash in between leaves a count too low, never one of
+      // an entry that is gone (I10).
+      await settle(
+        entries.map((e) => e._id),
+        'terms',
+      );
+      await adjustDocumentFrequencies(
+        store,
+        agentId,
+        entries.map((e) => e.terms),
+        1,
+      );
+    },
+    settle,
+    async queriesSince(since) {
+      const inRange = (at: number) => at <= run.asOf && (since === undefined || at > since);
+      const projection = { terms: 1, at: 1, hitIds: 1 };
+      const logged: QueryLogRecord[] = [];
+      if (since === undefined)
+        logged.push(...(await store.queries.find({ agentId }, { projection }).toArray()));
+      else {
+        for (let day = dayOf(since); day <= dayOf(run.asOf); day++) {
+          logged.push(...(await store.queries.find({ agentId, day }, { projection }).toArray()));
+        }
+      }
+      return logged.filter((q) => inRange(q.at)).map((q) => ({ terms: q.terms, hitIds: q.hitIds }));
+    },
+    previousRunAsOf: () => previousRunAsOf(store, run.asOf, { kind: 'agent', agentId }),
+    tierCounts: () => tierCounts(store, agentId),
+    async *hotStorage() {
+      yield* batchesAfter<ReclaimEntry>(store.hot as never, { agentId }, undefined, batch, RECLAIM_FIELDS);
+    },
+    setHotCount: (hot) => setHotCount(store, agentId, hot),
+    stored: (ids) => storedEntries(store, agentId, ids),
+    async locate(ids) {
+      const found = await Promise.all(ids.map((id) => locateEntry(store, agentId, id)));
+      return found.filter((f): f is Located => f !== undefined);
+    },
+    summaryId: (sourceIds) => summaryId(agentId, sourceIds),
+    async summariesOfRun() {
+      const records = await store.ledger
+        .find({ agentId, runId: run.runId, event: 'summarise' }, { projection: { entryId: 1 } })
+        .toArray();
+      const found = await Promise.all(records.map((r) => locateEntry(store, agentId, r.entryId)));
+      return found.flatMap((f) => (f ? [f.entry] : []));
+    },
+    expire: ({ entry }) => expireEntry(store, run, entry),
+    async refresh(step) {
+      if (step.tier === 'hot') await refreshHotEntry(store, run, step);
+      else await rehydrateEntry(store, run, step);
+    },
+    writeSummary: (summary: Entry, lossless) => writeSummary(store, run, summary, lossless),
+    supersede: (step) => supersedeEntry(store, run, step.olderId, step.newerId),
+    spill: async (spills) => {
+      await spillEntries(store, run, spills);
+    },
+    evict: (entry, step) => evictEntry(store, run, entry, step),
+    counted: (event) => countEvents(store, run, event),
+  };
+}

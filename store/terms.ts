@@ -1,0 +1,52 @@
+import { bulkWriteInCommands, type Store } from './db';
+
+/** Agent ids never hold a space and terms never do (core/text.ts splits on it). */
+function statId(agentId: string, term: string): string {
+  return `${agentId} ${term}`;
+}
+
+/** How many stored entries of the agent hold each term (0 for one never counted), by point reads. */
+export async function documentFrequencies(
+  store: Store,
+  agentId: string,
+  terms: readonly string[],
+): Promise<Map<string, number>> {
+  const distinct = [...new Set(terms)];
+  const found = await Promise.all(
+    distinct.map((t) => store.termStats.findOne({ _id: statId(agentId, t) }, { projection: { df: 1 } })),
+  );
+  return new Map(distinct.map((t, i) => [t, Math.max(0, found[i]?.df ?? 0)]));
+}
+
+/**
+ * Add (`+1`) or withdraw (`-1`) the terms of entries from the document frequencies. A term
+ * no entry holds any more leaves with its count (I10): withdrawn terms at zero are deleted.
+ */
+export async function adjustDocumentFrequencies(
+  store: Store,
+  agentId: string,
+  termLists: readonly (readonly string[])[],
+  sign: 1 | -1,
+): Promise<void> {
+  const counts = new Map<string, number>();
+  for (const list of termLists) for (const t of new Set(list)) counts.set(t, (counts.get(t) ?? 0) + 1);
+  if (counts.size === 0) return;
+  const ids = [...counts].map(([t, n]) => ({ _id: statId(agentId, t), n }));
+  await bulkWriteInCommands(
+    store.termStats,
+    ids.map(({ _id, n }) => ({
+      updateOne: {
+        filter: { _id },
+        update: { $inc: { df: sign * n }, $setOnInsert: { agentId } },
+        upsert: sign > 0,
+      },
+    })),
+    { ordered: false },
+  );
+  if (sign < 0) {
+    await store.termStats.bulkWrite(
+      ids.map(({ _id }) => ({ deleteOne: { filter: { _id, df: { $lte: 0 } } } })),
+      { ordered: false },
+    );
+  }
+}
