@@ -13,7 +13,7 @@
  */
 import { buildEntry, memoryPolicy, type Entry } from '../core/entry';
 import { DAY_MS } from '../core/salience';
-import { entryId } from '../store/entries';
+import { entryId, indexedEntry } from '../store/entries';
 import { adjustDocumentFrequencies } from '../store/terms';
 import { emit, percentile, round, startBenchEnv } from './support';
 
@@ -66,7 +66,9 @@ async function main() {
       volatile: false,
       writtenAt: now - Math.floor(rand() * 30 * DAY_MS),
     };
-    const e = buildEntry(entryId(agentId, { idempotencyKey: String(i) }), agentId, input, policy);
+    const e = indexedEntry(
+      buildEntry(entryId(agentId, { idempotencyKey: String(i) }), agentId, input, policy),
+    );
     delete e.pending;
     return e;
   }

@@ -8,7 +8,7 @@
  * more writes in flight means more entries per Update.
  */
 import { buildEntry, memoryPolicy } from '../core/entry';
-import { entryId } from '../store/entries';
+import { entryId, indexedEntry } from '../store/entries';
 import { emit, percentile, round, startBenchEnv } from './support';
 
 const N = Number(process.env.BENCH_WRITE_N ?? 4000);
@@ -84,7 +84,9 @@ async function main() {
       }),
     );
     const t1 = performance.now();
-    await Promise.all(batches.map((docs) => env.client.store.hot.insertMany(docs, { ordered: false })));
+    await Promise.all(
+      batches.map((docs) => env.client.store.hot.insertMany(docs.map(indexedEntry), { ordered: false })),
+    );
     const directSeconds = (performance.now() - t1) / 1000;
 
     // Acknowledgement latency of a single-entry write with nothing else in flight.

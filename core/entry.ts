@@ -60,6 +60,11 @@ export interface Entry {
   refreshedAt?: number;
   spilledAt?: number;
   pending?: PendingWork[];
+  /**
+   * `<agentId> <term>` for each term: the store's lookup key for an agent's postings, one
+   * equality that one index serves precisely in a table many agents share (store/entries.ts).
+   */
+  termKeys?: string[];
   version: number;
 }
 

@@ -76,8 +76,8 @@ export interface NightStore {
   /** Every hot entry, as reclaim reads it (storage signals and the two-key facts). */
   hotStorage(): AsyncIterable<ReclaimEntry[]>;
   setHotCount(hot: number): Promise<void>;
-  /** Where each of these ids is stored (hot when in both); ids no longer stored are left out. */
-  locate(ids: readonly string[]): Promise<Located[]>;
+  /** Every stored copy of these ids (two for an entry mid-move); ids no longer stored are left out. */
+  copies(ids: readonly string[]): Promise<Located[]>;
   /** The entries of these ids still stored (either tier), oldest first, and the ids no longer stored. */
   stored(ids: readonly string[]): Promise<{ present: Entry[]; gone: string[] }>;
   /** The deterministic id of the summary of these sources: the same sources, the same summary. */
@@ -190,15 +190,21 @@ export async function refreshPhase(
     ].sort();
     const returned = new Set(logged.flatMap((q) => q.hitIds));
     const candidates = new Map<string, Located>();
-    // What a recall returned is a candidate whatever its terms' frequencies.
-    for (const found of await night.locate([...returned].sort())) candidates.set(found.entry._id, found);
-    for (const tier of ['hot', 'cold'] as const) {
+    // Cold copies first: an entry in both tiers is mid-rehydration, and planning its cold
+    // copy finishes that move. What a recall returned is a candidate whatever its terms.
+    for (const found of (await night.copies([...returned].sort())).filter((c) => c.tier === 'cold')) {
+      candidates.set(found.entry._id, found);
+    }
+    for (const tier of ['cold', 'hot'] as const) {
       for (const term of proposers) {
         for (const entry of await night.withTerm(tier, term, POSTINGS_BUDGET.deep)) {
           if (!candidates.has(entry._id)) candidates.set(entry._id, { entry, tier });
         }
         progress({ terms: proposers.length, candidates: candidates.size });
       }
+    }
+    for (const found of await night.copies([...returned].sort())) {
+      if (!candidates.has(found.entry._id)) candidates.set(found.entry._id, found);
     }
     const found = [...candidates.values()].sort((a, b) => (a.entry._id < b.entry._id ? -1 : 1));
     const planned = planRefresh(found, queries, run.asOf, policy.refresh).map((s) => ({

@@ -165,10 +165,13 @@ export async function adminClient(p: PostgresPaths, port: number): Promise<Clien
 
 /**
  * FerretDB turns each MongoDB index into a btree over `_jsonb->'field'`, which cannot serve
- * the `_jsonb->'field' @> value` conditions FerretDB pushes down for equality filters. This
- * event trigger gives every such btree column a GIN twin on the same expression, so the index
- * declarations in store/ are the one list of indexes on MongoDB and on this stack alike.
- * Only btree indexes are twinned, which also stops the trigger from reacting to its own.
+ * the `_jsonb->'field' @> value` conditions FerretDB pushes down for equality filters, and
+ * which fails every insert whose indexed array (terms, hit ids) outgrows a btree row. This
+ * event trigger replaces each such btree, as FerretDB creates it, with one GIN index per
+ * column on the same expression, so the index declarations in store/ are the one list of
+ * indexes on MongoDB and on this stack alike. Unique btrees (`_id`) stay: they enforce.
+ * Only btree indexes are replaced, which also keeps the trigger from reacting to its own.
+ * FerretDB's `dropIndexes` of a replaced index then fails; memgate drops no index.
  */
 const GIN_TWINS = `
 CREATE OR REPLACE FUNCTION memgate_gin_twins() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
@@ -177,17 +180,21 @@ DECLARE
   col int;
   expr text;
   tbl regclass;
+  is_unique boolean;
 BEGIN
   FOR cmd IN SELECT objid FROM pg_event_trigger_ddl_commands() WHERE command_tag = 'CREATE INDEX' LOOP
     CONTINUE WHEN (SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam
                    WHERE c.oid = cmd.objid) IS DISTINCT FROM 'btree';
-    SELECT indrelid::regclass INTO tbl FROM pg_index WHERE indexrelid = cmd.objid;
+    SELECT indrelid::regclass, indisunique INTO tbl, is_unique FROM pg_index WHERE indexrelid = cmd.objid;
     FOR col IN 1 .. (SELECT indnkeyatts FROM pg_index WHERE indexrelid = cmd.objid) LOOP
       expr := pg_get_indexdef(cmd.objid, col, true);
       CONTINUE WHEN expr !~ $re$^\\(?_jsonb -> '[^']+'::text\\)?$$re$;
       EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((%s))',
         'gin_' || md5(tbl::text || expr), tbl, expr);
     END LOOP;
+    IF NOT is_unique THEN
+      EXECUTE format('DROP INDEX %s', cmd.objid::regclass);
+    END IF;
   END LOOP;
 END
 $fn$;

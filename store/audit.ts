@@ -2,6 +2,7 @@ import { MongoBulkWriteError, type Collection, type Document, type OptionalUnles
 import type { AuditRecord } from '../core/audit';
 import type { Entry } from '../core/entry';
 import type { LedgerRecord, Store, Tombstone } from './db';
+import { termKeys } from './entries';
 
 /**
  * Store access of the audit: its per-question agents, the batch moves its memgate arm makes,
@@ -58,6 +59,7 @@ export async function evictBatch(store: Store, moves: MoveDecision[], at: number
       _id: m.entry._id,
       agentId: m.entry.agentId,
       terms: m.entry.terms,
+      termKeys: termKeys(m.entry.agentId, m.entry.terms),
       reason: m.reason,
       deletedAt: at,
     })),

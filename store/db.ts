@@ -26,6 +26,8 @@ export interface Tombstone {
   _id: string;
   agentId: string;
   terms: string[];
+  /** As on entries (`termKeys`): how deep recall finds the tombstones a query matches. */
+  termKeys: string[];
   reason: string;
   deletedAt: number;
   /** `erased`: the stand-in was itself removed by an erasure (I10); it stands in for nothing now. */
@@ -153,20 +155,22 @@ type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords'>;
  */
 export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string, 1>[]>> = {
   hot: [
-    { agentId: 1, terms: 1 },
+    { termKeys: 1 },
     { agentId: 1, pending: 1 },
     { agentId: 1, subject: 1 },
     { agentId: 1, derivedFrom: 1 },
     { agentId: 1, supersededBy: 1 },
+    { agentId: 1, supersedes: 1 },
   ],
   cold: [
-    { agentId: 1, terms: 1 },
+    { termKeys: 1 },
     { agentId: 1, pending: 1 },
     { agentId: 1, subject: 1 },
     { agentId: 1, derivedFrom: 1 },
     { agentId: 1, supersededBy: 1 },
+    { agentId: 1, supersedes: 1 },
   ],
-  tombstones: [{ agentId: 1, terms: 1 }],
+  tombstones: [{ termKeys: 1 }, { agentId: 1 }],
   ledger: [{ agentId: 1, runId: 1, event: 1 }],
   queries: [
     { agentId: 1, day: 1 },

@@ -5,7 +5,7 @@ import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from
 import { dayOf } from '../core/salience';
 import { countCreated } from './agents';
 import type { QueryLogRecord, Store } from './db';
-import { documentFrequencies } from './terms';
+import { documentFrequencies, termKey } from './terms';
 
 /** Deterministic `_id`: a retried write lands on the same document. */
 export function entryId(
@@ -29,6 +29,15 @@ export function entryId(
  * tombstone (evicted, or erased by `forget`), so a replayed write does not bring it back.
  */
 export type WriteStatus = 'created' | 'existing' | 'deleted';
+
+export function termKeys(agentId: string, terms: readonly string[]): string[] {
+  return terms.map((t) => termKey(agentId, t));
+}
+
+/** The stored form of an entry: with the lookup keys of its terms. */
+export function indexedEntry(entry: Entry): Entry {
+  return { ...entry, termKeys: termKeys(entry.agentId, entry.terms) };
+}
 
 /** Which of `ids` a collection holds, by `_id` point reads. */
 async function presentIds<T extends { _id: string }>(
@@ -56,7 +65,7 @@ export async function insertNewEntries(store: Store, entries: Entry[]): Promise<
   for (const id of inCold) status.set(id, 'existing');
   for (const id of tombstoned) status.set(id, 'deleted');
   const unique = new Map<string, Entry>();
-  for (const e of entries) if (!status.has(e._id) && !unique.has(e._id)) unique.set(e._id, e);
+  for (const e of entries) if (!status.has(e._id) && !unique.has(e._id)) unique.set(e._id, indexedEntry(e));
   for (const id of unique.keys()) status.set(id, 'created');
   const fresh = [...unique.values()];
   if (fresh.length === 0) return status;
@@ -85,14 +94,22 @@ export interface CandidateFilter {
   deep: boolean;
 }
 
-/** Entries of a tier holding `term`: equality on indexed fields, at most `limit` read. */
+/**
+ * Entries of a tier holding `term`, at most `limit`: one equality on the agent's term key.
+ * (With `{agentId, terms}` instead, a planner may serve the agent's key and filter its whole
+ * store.) The agent is checked again in code, as for point reads (I9).
+ */
 export async function entriesWithTerm(
   collection: Collection<Entry>,
   agentId: string,
   term: string,
   limit: number,
 ): Promise<Entry[]> {
-  return collection.find({ agentId, terms: term }).limit(limit).toArray();
+  const found = await collection
+    .find({ termKeys: termKey(agentId, term) })
+    .limit(limit)
+    .toArray();
+  return found.filter((e) => e.agentId === agentId);
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Entry } from '../core/entry';
 import { restorePatch } from '../core/lifecycle';
 import type { Store } from './db';
+import { termKeys } from './entries';
 import { annotate, deleteEntry, findById, locateEntry, TIERS, tierCollection } from './lifecycle';
 
 /**
@@ -25,7 +26,7 @@ export async function tombstoneErasure(
     // Replaces an eviction tombstone too: its terms are derived from the content.
     await store.tombstones.replaceOne(
       { _id: id, agentId },
-      { agentId, terms: [], reason: ERASED, deletedAt: at },
+      { agentId, terms: [], termKeys: [], reason: ERASED, deletedAt: at },
       { upsert: true },
     );
   }
@@ -65,6 +66,7 @@ export async function replaceSummaryContent(
     text: summary.text,
     tokens: summary.tokens,
     terms: summary.terms,
+    termKeys: termKeys(agentId, summary.terms),
     atoms: summary.atoms,
     derivedFrom: summary.derivedFrom,
     lossy_summary: summary.lossy_summary,
@@ -108,7 +110,7 @@ export async function removeSummary(
   const reason = `${ERASED}: derived from erased entry ${erasedId}`;
   await store.tombstones.replaceOne(
     { _id: summaryId, agentId },
-    { agentId, terms: [], reason, deletedAt: at },
+    { agentId, terms: [], termKeys: [], reason, deletedAt: at },
     { upsert: true },
   );
   await store.ledger.replaceOne(
@@ -120,24 +122,27 @@ export async function removeSummary(
   await deleteEntry(store, agentId, summaryId);
 }
 
-/** Entries subsumed by a summary that is gone lose that link; tombstones it stood in for say so. */
+/**
+ * Entries subsumed by a summary that is going lose that link; tombstones it stood in for say
+ * so. Both are found through the summary's own `derivedFrom` by point reads, so this runs
+ * before the summary is deleted.
+ */
 export async function unlinkSummary(store: Store, agentId: string, summaryId: string): Promise<void> {
-  for (const tier of TIERS) {
-    const linked = await tierCollection(store, tier)
-      .find({ agentId, 'subsumedBy.summaryId': summaryId }, { projection: { _id: 1 } })
-      .toArray();
-    for (const { _id } of linked) {
-      await annotate(store, agentId, _id, (e) =>
-        e.subsumedBy?.some((l) => l.summaryId === summaryId)
-          ? { set: { subsumedBy: e.subsumedBy.filter((l) => l.summaryId !== summaryId) }, unset: [] }
-          : undefined,
+  const summary = (await locateEntry(store, agentId, summaryId))?.entry;
+  for (const id of summary?.derivedFrom ?? []) {
+    await annotate(store, agentId, id, (e) =>
+      e.subsumedBy?.some((l) => l.summaryId === summaryId)
+        ? { set: { subsumedBy: e.subsumedBy.filter((l) => l.summaryId !== summaryId) }, unset: [] }
+        : undefined,
+    );
+    const stone = await findById(store.tombstones, agentId, id);
+    if (stone?.standIn?.summaryId === summaryId && !stone.standIn.erased) {
+      await store.tombstones.updateOne(
+        { _id: id, agentId },
+        { $set: { 'standIn.erased': true, 'standIn.lossy': true } },
       );
     }
   }
-  await store.tombstones.updateMany(
-    { agentId, 'standIn.summaryId': summaryId },
-    { $set: { 'standIn.erased': true, 'standIn.lossy': true } },
-  );
 }
 
 /**

@@ -21,7 +21,7 @@ import type { ReclaimStep } from '../core/reclaim';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import { countDeleted, countMoved } from './agents';
 import { bulkWriteInCommands, type LedgerRecord, type Store } from './db';
-import { insertNewEntries } from './entries';
+import { insertNewEntries, termKeys } from './entries';
 import { adjustDocumentFrequencies } from './terms';
 
 /**
@@ -315,6 +315,7 @@ export async function evictEntry(
     {
       agentId: ctx.agentId,
       terms: entry.terms,
+      termKeys: termKeys(ctx.agentId, entry.terms),
       reason: step.why,
       deletedAt: ctx.asOf,
       ...(step.standIn ? { standIn: step.standIn } : {}),

@@ -10,6 +10,7 @@ import {
   countEvents,
   evictEntry,
   expireEntry,
+  findById,
   locateEntry,
   previousRunAsOf,
   refreshHotEntry,
@@ -129,8 +130,15 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
     },
     setHotCount: (hot) => setHotCount(store, agentId, hot),
     stored: (ids) => storedEntries(store, agentId, ids),
-    async locate(ids) {
-      const found = await Promise.all(ids.map((id) => locateEntry(store, agentId, id)));
+    async copies(ids) {
+      const found = await Promise.all(
+        ids.flatMap((id) =>
+          TIERS.map(async (tier) => {
+            const entry = await findById(tierCollection(store, tier), agentId, id);
+            return entry && { entry, tier };
+          }),
+        ),
+      );
       return found.filter((f): f is Located => f !== undefined);
     },
     summaryId: (sourceIds) => summaryId(agentId, sourceIds),

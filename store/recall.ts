@@ -10,6 +10,7 @@ import {
 import { terms } from '../core/text';
 import type { Store, Tombstone } from './db';
 import { findCandidates, logQuery } from './entries';
+import { termKey } from './terms';
 import { locateEntry } from './lifecycle';
 
 export interface MissingEvidence {
@@ -68,10 +69,15 @@ async function supersessionSuccessors(
 async function tombstonesMatching(store: Store, agentId: string, queryTerms: string[]): Promise<Tombstone[]> {
   const perTerm = await Promise.all(
     queryTerms.map((term) =>
-      store.tombstones.find({ agentId, terms: term }).limit(POSTINGS_BUDGET.deep).toArray(),
+      store.tombstones
+        .find({ termKeys: termKey(agentId, term) })
+        .limit(POSTINGS_BUDGET.deep)
+        .toArray(),
     ),
   );
-  return [...new Map(perTerm.flat().map((t) => [t._id, t])).values()];
+  return [
+    ...new Map(perTerm.flat().flatMap((t) => (t.agentId === agentId ? [[t._id, t] as const] : []))).values(),
+  ];
 }
 
 /**

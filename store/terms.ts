@@ -1,7 +1,10 @@
 import { bulkWriteInCommands, type Store } from './db';
 
-/** Agent ids never hold a space and terms never do (core/text.ts splits on it). */
-function statId(agentId: string, term: string): string {
+/**
+ * An agent's key for a term, for its postings (`termKeys` of entries and tombstones) and its
+ * document frequency: agent ids never hold a space (core/entry.ts), and terms never do.
+ */
+export function termKey(agentId: string, term: string): string {
   return `${agentId} ${term}`;
 }
 
@@ -13,7 +16,7 @@ export async function documentFrequencies(
 ): Promise<Map<string, number>> {
   const distinct = [...new Set(terms)];
   const found = await Promise.all(
-    distinct.map((t) => store.termStats.findOne({ _id: statId(agentId, t) }, { projection: { df: 1 } })),
+    distinct.map((t) => store.termStats.findOne({ _id: termKey(agentId, t) }, { projection: { df: 1 } })),
   );
   return new Map(distinct.map((t, i) => [t, Math.max(0, found[i]?.df ?? 0)]));
 }
@@ -31,7 +34,7 @@ export async function adjustDocumentFrequencies(
   const counts = new Map<string, number>();
   for (const list of termLists) for (const t of new Set(list)) counts.set(t, (counts.get(t) ?? 0) + 1);
   if (counts.size === 0) return;
-  const ids = [...counts].map(([t, n]) => ({ _id: statId(agentId, t), n }));
+  const ids = [...counts].map(([t, n]) => ({ _id: termKey(agentId, t), n }));
   await bulkWriteInCommands(
     store.termStats,
     ids.map(({ _id, n }) => ({
@@ -49,4 +52,16 @@ export async function adjustDocumentFrequencies(
       { ordered: false },
     );
   }
+}
+
+/** Document frequencies as a nightly run leaves them, written at once (benchmarks load stores with it). */
+export async function insertDocumentFrequencies(
+  store: Store,
+  agentId: string,
+  df: ReadonlyMap<string, number>,
+): Promise<void> {
+  const docs = [...df]
+    .filter(([, n]) => n > 0)
+    .map(([t, n]) => ({ _id: termKey(agentId, t), agentId, df: n }));
+  for (let i = 0; i < docs.length; i += 1000) await store.termStats.insertMany(docs.slice(i, i + 1000));
 }

@@ -245,6 +245,15 @@ export class SimStore {
     return d;
   }
 
+  /** What a store holds after the nights run so far, to load into a real store (bench/consolidation). */
+  snapshot() {
+    return {
+      df: new Map(this.df),
+      queries: [...this.loggedQueries],
+      lastNight: this.lastNight,
+    };
+  }
+
   private tier(tier: Tier): Map<string, Entry> {
     return tier === 'hot' ? this.hot : this.cold;
   }
@@ -296,7 +305,13 @@ export class SimStore {
       tierCounts: async () => ({ hot: this.hot.size, cold: this.cold.size }),
       hotStorage: () => batches([...this.hot.values()].sort((a, b) => (a._id < b._id ? -1 : 1))),
       setHotCount: async () => undefined,
-      locate: async (ids) => ids.map(located).filter((l): l is Located => l !== undefined),
+      copies: async (ids) =>
+        ids.flatMap((id) =>
+          (['hot', 'cold'] as const).flatMap((tier) => {
+            const entry = this.tier(tier).get(id);
+            return entry ? [{ entry, tier }] : [];
+          }),
+        ),
       stored: async (ids) => {
         const present: Entry[] = [];
         const gone: string[] = [];

@@ -275,8 +275,9 @@ describe('crash safety', () => {
     ];
     await lifecycle.consolidate({ agentId, asOf: night(2) });
     expect(await tiersOf(agentId, ids[0]!)).toEqual({ hot: 0, cold: 1, stone: 0 });
-    // Rehydration fills only the room below the low watermark, where reclaim left hot.
-    await lifecycle.forget({ agentId, entryId: ids[1]! });
+    // Rehydration fills only the room below the low watermark, where reclaim left hot:
+    // forgetting the newest filler (still hot) makes room for one.
+    await lifecycle.forget({ agentId, entryId: ids[ids.length - 1]! });
     await env.client.recall({ agentId, query: 'vendor escrow account number', asOf: dayAt(2, 12) });
 
     const atCrash: { hot: number; cold: number; stone: number }[] = [];

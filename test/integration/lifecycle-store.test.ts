@@ -228,13 +228,15 @@ describe('erasure steps on the real store', () => {
       }),
       entry(a, `${a}/sum`, '- My badge code is 4471.\n- Badge codes rotate monthly.', {
         kind: 'summary',
-        derivedFrom: [`${a}/gone`, `${a}/sibling`],
+        // A third source was evicted earlier, with the summary standing in for it.
+        derivedFrom: [`${a}/gone`, `${a}/sibling`, `${a}/evicted`],
       }),
     ]);
     await store.tombstones.insertOne({
       _id: `${a}/evicted`,
       agentId: a,
       terms: ['badge'],
+      termKeys: [`${a} badge`],
       reason: 'x',
       deletedAt: 1,
       standIn: { summaryId: `${a}/sum`, lossy: false },

@@ -3,13 +3,16 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { parseConfig } from '../../core/config';
-import { stackDown, stackUp } from '../../scripts/stack';
+import type { PostgresPaths } from '../../scripts/postgres';
+import { postgresPaths, stackDown, stackUp } from '../../scripts/stack';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     temporalAddress: string;
     mongoUri: string;
     workflowBundlePath: string;
+    /** The local stack's PostgreSQL under FerretDB; null when the tests use configured servers. */
+    postgres: (PostgresPaths & { port: number }) | null;
   }
 }
 
@@ -41,6 +44,10 @@ export default async function setup(project: TestProject) {
   project.provide('temporalAddress', temporalAddress);
   project.provide('mongoUri', mongoUri);
   project.provide('workflowBundlePath', workflowBundlePath);
+  project.provide(
+    'postgres',
+    config.mongoUri ? null : { ...postgresPaths(config), port: config.postgresPort },
+  );
   return async () => {
     rmSync(workflowBundlePath, { force: true });
     if (started.length && !process.env.MEMGATE_KEEP_STACK) await stackDown(config, started);
