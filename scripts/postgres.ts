@@ -6,9 +6,19 @@
  */
 import { execFile, type SpawnOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import {
+  chmodSync,
+  chownSync,
+  existsSync,
+  mkdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
 import { StackUnavailableError } from '../core/errors';
@@ -24,6 +34,23 @@ export interface PostgresPaths {
   data: string;
   /** Passwords of the superuser and of FerretDB's role, readable by the owner only. */
   secrets: string;
+}
+
+/**
+ * The data directory for a state directory: `<state>/postgres`, unless PostgreSQL runs as
+ * `nobody` (see `serverUser`) and some folder above the state directory does not let others
+ * through (a home directory of mode 0700, say); then a folder of its own under /var/tmp,
+ * named after the state directory, which persists across runs as the state does.
+ */
+export function postgresDataDir(state: string): string {
+  if (userInfo().uid !== 0) return join(state, 'postgres');
+  for (let dir = state; ; dir = dirname(dir)) {
+    if (existsSync(dir) && (statSync(dir).mode & 0o001) === 0) {
+      const name = createHash('sha256').update(state).digest('hex').slice(0, 16);
+      return join('/var/tmp', `memgate-postgres-${name}`);
+    }
+    if (dirname(dir) === dir) return join(state, 'postgres');
+  }
 }
 
 interface Secrets {

@@ -24,6 +24,7 @@ import {
   ferretdbUrl,
   initialisePostgres,
   postgresCommand,
+  postgresDataDir,
   provisionPostgres,
   type PostgresPaths,
 } from './postgres';
@@ -63,7 +64,7 @@ function paths(s: StackSettings) {
     cache,
     state,
     temporalDb: join(state, 'temporal.db'),
-    postgres: { data: join(state, 'postgres'), secrets: join(state, 'postgres-secrets.json') },
+    postgres: { data: postgresDataDir(state), secrets: join(state, 'postgres-secrets.json') },
     pid: (name: string) => join(state, `${name}.pid`),
     log: (name: string) => join(state, `${name}.log`),
   };
