@@ -87,17 +87,15 @@ async function tombstonesMatching(store: Store, agentId: string, queryTerms: str
 export async function recall(store: Store, req: RecallRequest, policy: MemoryPolicy): Promise<RecallResult> {
   const now = req.asOf ?? Date.now();
   const queryTerms = terms(req.query);
-  const candidates = await findCandidates(store, {
-    agentId: req.agentId,
-    terms: queryTerms,
-    now,
-    deep: req.deep,
-  });
+  const [candidates, stones] = await Promise.all([
+    findCandidates(store, { agentId: req.agentId, terms: queryTerms, now, deep: req.deep }),
+    req.deep ? tombstonesMatching(store, req.agentId, queryTerms) : [],
+  ]);
   const hits = rankCandidates(req.query, candidates, { now, k: req.k, ...policy });
   const result: RecallResult = { hits, asOf: now, candidates: candidates.length };
   if (req.deep) {
     result.successors = await supersessionSuccessors(store, req.agentId, hits, now, policy);
-    result.missing = (await tombstonesMatching(store, req.agentId, queryTerms)).map((t) => {
+    result.missing = stones.map((t) => {
       const m: MissingEvidence = {
         tombstoneId: t._id,
         deletedAt: t.deletedAt,
