@@ -85,8 +85,8 @@ export interface NightStore {
   /** Summaries this run already wrote (a retried consolidate phase completes them). */
   summariesOfRun(): Promise<Entry[]>;
   expire(found: Located): Promise<void>;
-  /** A hot step raises the entry's salience in place; a cold step rehydrates it. */
-  refresh(step: RefreshStep): Promise<void>;
+  /** Hot steps raise salience in place (guarded by the version the plan read); cold steps rehydrate. */
+  refresh(steps: readonly (RefreshStep & { version: number })[]): Promise<void>;
   writeSummary(summary: Entry, lossless: ReadonlyMap<string, boolean>): Promise<void>;
   supersede(step: SupersessionStep): Promise<void>;
   spill(batch: readonly { step: ReclaimStep; entry: Entry }[]): Promise<void>;
@@ -212,10 +212,13 @@ export async function refreshPhase(
       writtenAt: candidates.get(s.id)!.entry.writtenAt,
     }));
     const { hot } = await night.tierCounts();
-    let done = 0;
-    for (const step of limitRehydration(planned, returned, hot ?? Infinity, policy.reclaim)) {
-      await night.refresh(step);
-      progress({ planned: planned.length, done: ++done });
+    const steps = limitRehydration(planned, returned, hot ?? Infinity, policy.reclaim).map((s) => ({
+      ...s,
+      version: candidates.get(s.id)!.entry.version,
+    }));
+    for (let i = 0; i < steps.length; i += policy.batch) {
+      await night.refresh(steps.slice(i, i + policy.batch));
+      progress({ planned: steps.length, done: Math.min(steps.length, i + policy.batch) });
     }
   }
   return {

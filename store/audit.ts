@@ -1,7 +1,7 @@
-import { MongoBulkWriteError, type Collection, type Document, type OptionalUnlessRequiredId } from 'mongodb';
+import type { Collection } from 'mongodb';
 import type { AuditRecord } from '../core/audit';
 import type { Entry } from '../core/entry';
-import type { LedgerRecord, Store, Tombstone } from './db';
+import { insertIgnoringExisting, type LedgerRecord, type Store, type Tombstone } from './db';
 import { termKeys } from './entries';
 
 /**
@@ -12,21 +12,6 @@ import { termKeys } from './entries';
 
 export async function agentEntries(store: Store, agentId: string, tier: 'hot' | 'cold'): Promise<Entry[]> {
   return store[tier].find({ agentId }).toArray();
-}
-
-/** insertMany that treats an `_id` already there as done, so a retried step is a no-op. */
-async function insertIdempotently<T extends Document & { _id: string }>(
-  collection: Collection<T>,
-  docs: T[],
-) {
-  if (docs.length === 0) return;
-  try {
-    await collection.insertMany(docs as OptionalUnlessRequiredId<T>[], { ordered: false });
-  } catch (err) {
-    if (!(err instanceof MongoBulkWriteError)) throw err;
-    const errors = Array.isArray(err.writeErrors) ? err.writeErrors : [err.writeErrors];
-    if (errors.some((e) => e.code !== 11000)) throw err;
-  }
 }
 
 export interface MoveDecision {
@@ -40,11 +25,11 @@ export interface MoveDecision {
  * crash between the steps leaves the entry in both tiers, never in neither (I8).
  */
 export async function spillBatch(store: Store, moves: MoveDecision[], at: number): Promise<void> {
-  await insertIdempotently(
+  await insertIgnoringExisting(
     store.cold,
     moves.map((m) => ({ ...m.entry, spilledAt: at })),
   );
-  await insertIdempotently(
+  await insertIgnoringExisting(
     store.ledger,
     moves.map((m) => ledgerRecord('spill', m, at)),
   );
@@ -53,7 +38,7 @@ export async function spillBatch(store: Store, moves: MoveDecision[], at: number
 
 /** Evict: tombstone (terms, never content) and ledger record first, then the removal (I3). */
 export async function evictBatch(store: Store, moves: MoveDecision[], at: number): Promise<void> {
-  await insertIdempotently<Tombstone>(
+  await insertIgnoringExisting<Tombstone>(
     store.tombstones,
     moves.map((m) => ({
       _id: m.entry._id,
@@ -64,7 +49,7 @@ export async function evictBatch(store: Store, moves: MoveDecision[], at: number
       deletedAt: at,
     })),
   );
-  await insertIdempotently(
+  await insertIgnoringExisting(
     store.ledger,
     moves.map((m) => ledgerRecord('evict', m, at)),
   );

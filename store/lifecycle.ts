@@ -20,7 +20,13 @@ import {
 import type { ReclaimStep } from '../core/reclaim';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import { countDeleted, countMoved } from './agents';
-import { bulkWriteInCommands, type LedgerRecord, type Store } from './db';
+import {
+  bulkWriteInCommands,
+  insertIgnoringExisting,
+  UPDATES_PER_COMMAND,
+  type LedgerRecord,
+  type Store,
+} from './db';
 import { insertNewEntries, termKeys } from './entries';
 import { adjustDocumentFrequencies } from './terms';
 
@@ -80,13 +86,18 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
       await countMoved(store, agentId, tier, res.deletedCount);
       return res.deletedCount === 1;
     },
+    // New copies go in as one batch insert; a copy already there (an interrupted move's)
+    // may be stale, and is replaced.
     async putMany(tier, docs) {
-      if (docs.length === 0) return;
+      const collection = tierCollection(store, tier);
+      const existing = await insertIgnoringExisting(collection, docs);
       await bulkWriteInCommands(
-        tierCollection(store, tier),
-        docs.map((doc) => ({
-          replaceOne: { filter: { _id: doc._id, agentId }, replacement: doc, upsert: true },
-        })),
+        collection,
+        docs
+          .filter((doc) => existing.has(doc._id))
+          .map((doc) => ({
+            replaceOne: { filter: { _id: doc._id, agentId }, replacement: doc, upsert: true },
+          })),
         { ordered: true },
       );
     },
@@ -120,18 +131,17 @@ export async function recordEvent(
   await recordEvents(store, ctx, [{ event, entryId, reason, ...(inputs && { inputs }) }]);
 }
 
-/** Ledger records of one run, in one round trip; each keyed by run, event and entry. */
+/** Ledger records of one run, in one round trip; each keyed by run, event and entry, so a rerun writes none again. */
 export async function recordEvents(
   store: Store,
   ctx: RunContext,
   events: readonly { event: string; entryId: string; reason: string; inputs?: Record<string, unknown> }[],
 ): Promise<void> {
-  if (events.length === 0) return;
-  await bulkWriteInCommands(
+  await insertIgnoringExisting(
     store.ledger,
     events.map(({ event, entryId, reason, inputs }) => {
-      const _id = `${ctx.runId}:${event}:${entryId}`;
-      const record: Omit<LedgerRecord, '_id'> = {
+      const record: LedgerRecord = {
+        _id: `${ctx.runId}:${event}:${entryId}`,
         agentId: ctx.agentId,
         at: ctx.asOf,
         event,
@@ -140,9 +150,8 @@ export async function recordEvents(
         runId: ctx.runId,
       };
       if (inputs) record.inputs = inputs;
-      return { replaceOne: { filter: { _id, agentId: ctx.agentId }, replacement: record, upsert: true } };
+      return record;
     }),
-    { ordered: true },
   );
 }
 
@@ -253,6 +262,41 @@ export async function refreshHotEntry(store: Store, ctx: RunContext, step: Refre
   await annotate(store, ctx.agentId, step.id, (e) =>
     e.refreshedAt === ctx.asOf ? undefined : refreshPatch(step, ctx.asOf),
   );
+}
+
+/**
+ * Refreshes of hot entries, a batch at a time: the ledger records, then one update per entry
+ * guarded by the version the plan read. A batch in which some entry changed since is done
+ * again one entry at a time (a no-op for those already refreshed).
+ */
+export async function refreshHotEntries(
+  store: Store,
+  ctx: RunContext,
+  steps: readonly (RefreshStep & { version: number })[],
+): Promise<void> {
+  await recordEvents(
+    store,
+    ctx,
+    steps.map((step) => ({
+      event: 'refresh',
+      entryId: step.id,
+      reason: 'a logged query matched the gated entry',
+      inputs: { salience: step.salience, dormantAt: step.dormantAt },
+    })),
+  );
+  for (let i = 0; i < steps.length; i += UPDATES_PER_COMMAND) {
+    const chunk = steps.slice(i, i + UPDATES_PER_COMMAND);
+    const res = await store.hot.bulkWrite(
+      chunk.map((step) => ({
+        updateOne: {
+          filter: { _id: step.id, agentId: ctx.agentId, version: step.version },
+          update: { $set: refreshPatch(step, ctx.asOf).set, $inc: { version: 1 } },
+        },
+      })),
+      { ordered: false },
+    );
+    if (res.modifiedCount < chunk.length) for (const step of chunk) await refreshHotEntry(store, ctx, step);
+  }
 }
 
 /** Cold → hot with the refreshed salience: copy to hot, then delete from cold (I8). */

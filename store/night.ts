@@ -13,7 +13,7 @@ import {
   findById,
   locateEntry,
   previousRunAsOf,
-  refreshHotEntry,
+  refreshHotEntries,
   rehydrateEntry,
   spillEntries,
   storedEntries,
@@ -150,9 +150,13 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       return found.flatMap((f) => (f ? [f.entry] : []));
     },
     expire: ({ entry }) => expireEntry(store, run, entry),
-    async refresh(step) {
-      if (step.tier === 'hot') await refreshHotEntry(store, run, step);
-      else await rehydrateEntry(store, run, step);
+    async refresh(steps) {
+      await refreshHotEntries(
+        store,
+        run,
+        steps.filter((s) => s.tier === 'hot'),
+      );
+      for (const step of steps.filter((s) => s.tier === 'cold')) await rehydrateEntry(store, run, step);
     },
     writeSummary: (summary: Entry, lossless) => writeSummary(store, run, summary, lossless),
     supersede: (step) => supersedeEntry(store, run, step.olderId, step.newerId),

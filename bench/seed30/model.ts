@@ -329,19 +329,21 @@ export class SimStore {
         this.patch(tier, entry, combinePatches(expirePatch(run.asOf), settlePatch(entry, 'expire')));
         d.expire.push(entry._id);
       },
-      refresh: async (step) => {
-        const entry = this.tier(step.tier).get(step.id)!;
-        const patch = refreshPatch(step, run.asOf);
-        if (step.tier === 'hot') {
-          this.patch('hot', entry, patch);
-          d.refresh.push(step.id);
-        } else {
-          this.cold.delete(step.id);
-          this.put('hot', {
-            ...applyPatch(entry, { set: patch.set, unset: ['spilledAt'] }),
-            version: entry.version + 1,
-          });
-          d.rehydrate.push(step.id);
+      refresh: async (steps) => {
+        for (const step of steps) {
+          const entry = this.tier(step.tier).get(step.id)!;
+          const patch = refreshPatch(step, run.asOf);
+          if (step.tier === 'hot') {
+            this.patch('hot', entry, patch);
+            d.refresh.push(step.id);
+          } else {
+            this.cold.delete(step.id);
+            this.put('hot', {
+              ...applyPatch(entry, { set: patch.set, unset: ['spilledAt'] }),
+              version: entry.version + 1,
+            });
+            d.rehydrate.push(step.id);
+          }
         }
       },
       writeSummary: async (summary, lossless) => {
