@@ -231,12 +231,12 @@ export async function storedEntries(
 ): Promise<{ present: Entry[]; gone: string[] }> {
   const present: Entry[] = [];
   const gone: string[] = [];
-  // Point reads by _id: the one lookup every MongoDB-protocol server answers from its index.
-  for (const id of ids) {
-    const found = await locateEntry(store, agentId, id);
-    if (found) present.push(found.entry);
-    else gone.push(id);
-  }
+  // Point reads by _id, side by side (the driver's pool bounds how many are in flight).
+  const found = await Promise.all(ids.map((id) => locateEntry(store, agentId, id)));
+  found.forEach((f, i) => {
+    if (f) present.push(f.entry);
+    else gone.push(ids[i]!);
+  });
   present.sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1));
   return { present, gone };
 }
