@@ -31,15 +31,8 @@ import { withTypedFailures } from './failures';
 import { reclaimPolicy } from '../core/reclaim';
 import { chooseJudge, chooseReader, type JudgeChoice, type Models, type ReaderChoice } from '../llm';
 import type { Judge, Reader } from '../llm/models';
-import {
-  agentEntries,
-  dropAgents,
-  evictBatch,
-  saveAuditRecords,
-  spillBatch,
-  storedAuditRecordIds,
-  type MoveDecision,
-} from '../store/audit';
+import { agentEntries, dropAgents, saveAuditRecords, storedAuditRecordIds } from '../store/audit';
+import { evictEntry, spillEntries } from '../store/lifecycle';
 import type { Store } from '../store/db';
 import { entryId, insertNewEntries } from '../store/entries';
 import {
@@ -239,24 +232,23 @@ export function createAuditActivities(store: Store, config: Config, policy: Memo
     const now = parseLongMemEvalDate(s.q.question_date);
     const byId = new Map(hot.map((e) => [e._id, e]));
     const plan = planReclaimToBudget(hot, budget, now, reclaimPolicy(config));
-    const moves = (action: 'spill' | 'evict'): MoveDecision[] =>
-      plan
-        .filter((p) => p.action.action === action)
-        .map((p) => ({
-          entry: byId.get(p.id)!,
-          reason: `audit reclaim to ${budget} tokens: ${p.action.decision.why}`,
-          inputs: { budget, decision: p.action.decision.action },
-        }));
-    await spillBatch(store, moves('spill'), now);
-    const evicted = moves('evict');
-    await evictBatch(store, evicted, now);
+    // The nightly reclaim's own moves: ledger first, tombstones before deletion, batch spills.
+    const run = { agentId, asOf: now, runId: `audit:${s.task.runId}:${budget}` };
+    const spills = plan
+      .filter((step) => step.action === 'spill')
+      .map((step) => ({ step, entry: byId.get(step.id)! }));
+    for (let i = 0; i < spills.length; i += config.lifecycleBatch) {
+      await spillEntries(store, run, spills.slice(i, i + config.lifecycleBatch));
+    }
+    const evictions = plan.filter((step) => step.action === 'evict');
+    for (const step of evictions) await evictEntry(store, run, byId.get(step.id)!, step);
     const [hotAfter, cold] = await Promise.all([
       agentEntries(store, agentId, 'hot'),
       agentEntries(store, agentId, 'cold'),
     ]);
     const hotUnits = hotAfter.map(unitOf);
     const hotIds = new Set(hotUnits.map((u) => u.id));
-    const deleted = new Set(evicted.map((m) => unitOf(m.entry).id));
+    const deleted = new Set(evictions.map((step) => unitOf(byId.get(step.id)!).id));
     return [
       { readSetting: 'hot', reachable: chronological(hotUnits), deleted },
       {

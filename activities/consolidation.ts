@@ -14,7 +14,7 @@ import {
 } from '../core/nightly';
 import { reclaimPolicy } from '../core/reclaim';
 import type { Summarizer } from '../llm/summarizer';
-import { registeredAgents, tierCounts } from '../store/agents';
+import { registeredAgents, tierCounts, tombstoneCount } from '../store/agents';
 import type { Store } from '../store/db';
 import {
   eraseFromQueryLog,
@@ -103,7 +103,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
     async reportPhase(run: PhaseInput, counts: PhaseCounts): Promise<ConsolidationReport> {
       const [{ hot, cold }, tombstones] = await Promise.all([
         tierCounts(store, run.agentId),
-        store.tombstones.countDocuments({ agentId: run.agentId }),
+        tombstoneCount(store, run.agentId),
       ]);
       const report: ConsolidationReport = {
         runId: run.runId,

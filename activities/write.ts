@@ -1,4 +1,5 @@
 import { buildEntry, type MemoryPolicy, type WriteRequest } from '../core/entry';
+import { registerAgent } from '../store/agents';
 import type { Store } from '../store/db';
 import { entryId, insertNewEntries, type WriteStatus } from '../store/entries';
 
@@ -10,6 +11,11 @@ export interface PersistedEntry {
 /** Soft writes: validated upstream, stored as-is, no model call (design 1.3). */
 export function createWriteActivities(store: Store, policy: MemoryPolicy) {
   return {
+    /** The agent joins the nightly fan-out; idempotent. */
+    async registerAgent(agentId: string): Promise<void> {
+      await registerAgent(store, agentId, Date.now());
+    },
+
     /** Persist one batch; each request's entries come back in order with their ids. */
     async persistWrites(requests: WriteRequest[]): Promise<PersistedEntry[][]> {
       const built = requests.map((req) =>

@@ -77,7 +77,9 @@ async function load(env: BenchEnv, agentId: string, model: SimStore): Promise<vo
     hitIds: q.hitIds,
   }));
   for (let i = 0; i < logged.length; i += 1000) await store.queries.insertMany(logged.slice(i, i + 1000));
-  await store.agents.insertOne({ _id: agentId, firstWriteAt: 0, hot: hot.length, cold: cold.length });
+  // Entries whose terms the next night counts are not in the hot count yet (store/db.ts AgentRecord).
+  const counted = hot.filter((e) => !e.pending?.includes('terms')).length;
+  await store.agents.insertOne({ _id: agentId, firstWriteAt: 0, hot: counted, cold: cold.length });
   await recordRun(store, {
     _id: consolidationRunId(agentId, lastNight!),
     kind: 'agent',

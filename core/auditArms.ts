@@ -1,12 +1,12 @@
 import { seededRandom, type ReadCondition } from './audit';
 import { assertEvictionBoundary } from './config';
-import { reclaimAction, type ReclaimAction } from './eviction';
 import {
-  evictionInput,
   oldestWriteFirst,
+  reclaimStep,
   storageView,
   type ReclaimEntry,
   type ReclaimPolicy,
+  type ReclaimStep,
 } from './reclaim';
 import { termSequence, terms } from './text';
 
@@ -283,7 +283,7 @@ export function placeboFor(added: readonly ContextUnit[], filler: readonly Memor
 
 /**
  * memgate's arm: reclaim's own storage ranking (`oldestWriteFirst`) and two-key check
- * (`evictionInput` + `reclaimAction`), with a token budget as the target where the nightly
+ * (`reclaimStep`), with a token budget as the target where the nightly
  * reclaim counts entries against its watermarks. Every candidate is spilled unless the check
  * proves it dead.
  */
@@ -292,18 +292,14 @@ export function planReclaimToBudget(
   budget: number,
   asOf: number,
   policy: ReclaimPolicy,
-): { id: string; action: ReclaimAction }[] {
+): ReclaimStep[] {
   assertEvictionBoundary(policy.reclaimFloor, policy.gateThreshold);
   const byId = new Map(hot.map((e) => [e._id, e]));
   let tokens = hot.reduce((sum, e) => sum + e.tokens, 0);
-  const plan: { id: string; action: ReclaimAction }[] = [];
+  const plan: ReclaimStep[] = [];
   for (const view of hot.map(storageView).sort((a, b) => oldestWriteFirst.compare(a, b))) {
     if (tokens <= budget) break;
-    const input = evictionInput(byId.get(view.id)!, asOf, policy);
-    plan.push({
-      id: view.id,
-      action: reclaimAction(input, { evictLossySubsumed: policy.evictLossySubsumed }),
-    });
+    plan.push(reclaimStep(byId.get(view.id)!, plan.length, asOf, policy));
     tokens -= view.tokens;
   }
   return plan;

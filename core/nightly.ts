@@ -64,8 +64,8 @@ export interface NightStore {
   factsAbout(subject: string): Promise<Located[]>;
   /** How many stored entries hold each term (0 when never counted). */
   documentFrequencies(terms: readonly string[]): Promise<Map<string, number>>;
-  /** Counts the entries' terms into the document frequencies and settles their `terms` work. */
-  countTerms(entries: readonly Entry[]): Promise<void>;
+  /** Counts the entries' terms into the document frequencies (and new hot entries into the hot count), and settles their `terms` work. */
+  countTerms(found: readonly Located[]): Promise<void>;
   settle(ids: readonly string[], work: PendingWork): Promise<void>;
   /** The queries logged after `since` (all, when undefined) up to the run's `asOf`. */
   queriesSince(since: number | undefined): Promise<LoggedQuery[]>;
@@ -180,7 +180,7 @@ export async function refreshPhase(
   progress: Progress = quiet,
 ): Promise<{ refreshed: number; rehydrated: number; queries: number }> {
   // Today's writes join the document frequencies before any phase reads by term.
-  for await (const batch of night.pending('terms')) await night.countTerms(batch.map((f) => f.entry));
+  for await (const batch of night.pending('terms')) await night.countTerms(batch);
   const logged = await night.queriesSince(await night.previousRunAsOf());
   const queries = new QueryIndex(logged.map((q) => q.terms));
   if (queries.size > 0) {
@@ -256,7 +256,7 @@ export async function consolidatePhase(
   }
 
   // Summaries written since the refresh phase counted the night's writes.
-  for await (const batch of night.pending('terms')) await night.countTerms(batch.map((f) => f.entry));
+  for await (const batch of night.pending('terms')) await night.countTerms(batch);
 
   const seeds = await collect(night.pending('cluster'), progress);
   const items = new Map<string, Entry>();
@@ -344,7 +344,9 @@ export async function reclaimPhase(
   if (counts.hot === undefined || counts.hot > policy.reclaim.hotCapacity * policy.reclaim.highWatermark) {
     const hot = await collect(night.hotStorage(), progress);
     hotBefore = hot.length;
-    await night.setHotCount(hot.length);
+    // New entries count from the night that counts their terms (this one, or the next for
+    // one written since it started).
+    await night.setHotCount(hot.filter((e) => !e.pending?.includes('terms')).length);
     const plan = planReclaim(hot, run.asOf, policy.reclaim);
     for (let i = 0; i < plan.length; i += policy.batch) {
       const steps = plan.slice(i, i + policy.batch);

@@ -45,6 +45,7 @@ export type ReclaimEntry = Pick<
   | 'isActive'
   | 'dormantAt'
   | 'subsumedBy'
+  | 'pending'
 >;
 
 export function storageView(e: ReclaimEntry): StorageView {
@@ -129,23 +130,24 @@ export function planReclaim(
   if (need === 0) return [];
   const byId = new Map(hot.map((e) => [e._id, e]));
   const ranked = hot.map(storageView).sort((a, b) => ranking.compare(a, b));
-  return ranked.slice(0, need).map((view, rank) => {
-    const entry = byId.get(view.id)!;
-    const inputs = evictionInput(entry, asOf, policy);
-    const result = reclaimAction(inputs, { evictLossySubsumed: policy.evictLossySubsumed });
-    const step: ReclaimStep = {
-      id: entry._id,
-      action: result.action,
-      why: result.decision.why,
-      rank,
-      inputs,
-    };
-    if (result.action === 'evict') {
-      const standIn = pickStandIn(entry, policy.evictLossySubsumed);
-      if (standIn) step.standIn = standIn;
-    }
-    return step;
-  });
+  return ranked.slice(0, need).map((view, rank) => reclaimStep(byId.get(view.id)!, rank, asOf, policy));
+}
+
+/** The two-key check's verdict on one ranked candidate: evict only what it proves dead, else spill. */
+export function reclaimStep(
+  entry: ReclaimEntry,
+  rank: number,
+  asOf: number,
+  policy: ReclaimPolicy,
+): ReclaimStep {
+  const inputs = evictionInput(entry, asOf, policy);
+  const result = reclaimAction(inputs, { evictLossySubsumed: policy.evictLossySubsumed });
+  const step: ReclaimStep = { id: entry._id, action: result.action, why: result.decision.why, rank, inputs };
+  if (result.action === 'evict') {
+    const standIn = pickStandIn(entry, policy.evictLossySubsumed);
+    if (standIn) step.standIn = standIn;
+  }
+  return step;
 }
 
 /** The facts of the two-key check for one entry at `asOf`. */

@@ -16,18 +16,14 @@ export async function tierCounts(
   return { hot: record?.hot, cold: Math.max(0, record?.cold ?? 0) };
 }
 
-/** `created` entries arrived in hot; registers the agent on its first write. */
-export async function countCreated(
-  store: Store,
-  agentId: string,
-  created: number,
-  at: number,
-): Promise<void> {
-  await store.agents.updateOne(
-    { _id: agentId },
-    { $inc: { hot: created }, $setOnInsert: { firstWriteAt: at } },
-    { upsert: true },
-  );
+/** The agent joins the nightly fan-out (its memory workflow does this once per run). */
+export async function registerAgent(store: Store, agentId: string, at: number): Promise<void> {
+  await store.agents.updateOne({ _id: agentId }, { $setOnInsert: { firstWriteAt: at } }, { upsert: true });
+}
+
+/** `n` new hot entries were counted by the nightly run (their `terms` work settled). */
+export async function countArrived(store: Store, agentId: string, n: number): Promise<void> {
+  if (n > 0) await store.agents.updateOne({ _id: agentId }, { $inc: { hot: n } });
 }
 
 /** `n` entries left `from` for the other tier. */
@@ -48,4 +44,9 @@ export async function countDeleted(store: Store, agentId: string, tiers: readonl
 /** Reclaim read every hot entry: the exact count replaces the maintained one. */
 export async function setHotCount(store: Store, agentId: string, hot: number): Promise<void> {
   await store.agents.updateOne({ _id: agentId }, { $set: { hot } });
+}
+
+/** How many tombstones the agent has (a read of its tombstones, which are few). */
+export async function tombstoneCount(store: Store, agentId: string): Promise<number> {
+  return store.tombstones.countDocuments({ agentId });
 }

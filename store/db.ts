@@ -66,10 +66,10 @@ export interface TermStat {
 /**
  * Every agent that ever wrote, with how many entries each tier holds: the nightly run fans
  * out over these records and decides whether reclaim has work without reading any entries.
- * The counts move with every insert, move and deletion; a crash between a change and its
- * count can leave them off by that change, until reclaim, which reads every hot entry when
- * it runs, sets the hot count again. `hot` is absent until the first such reading for an
- * agent whose entries predate the counts.
+ * A new entry counts from the night that counts its terms (the write path pays nothing for
+ * it); moves and deletions count as they happen. A crash between a change and its count can
+ * leave them off by that change, until reclaim, which reads every hot entry when it runs,
+ * sets the hot count again. `hot` is absent until the first night for an agent.
  */
 export interface AgentRecord {
   _id: string;

@@ -3,7 +3,6 @@ import { MongoBulkWriteError, type Collection, type Filter } from 'mongodb';
 import type { Entry, Provenance, Tier } from '../core/entry';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
-import { countCreated } from './agents';
 import type { QueryLogRecord, Store } from './db';
 import { documentFrequencies, termKey } from './terms';
 
@@ -79,11 +78,6 @@ export async function insertNewEntries(store: Store, entries: Entry[]): Promise<
       status.set(fresh[we.index]!._id, 'existing');
     }
   }
-  const created = new Map<string, number>();
-  for (const e of fresh) {
-    if (status.get(e._id) === 'created') created.set(e.agentId, (created.get(e.agentId) ?? 0) + 1);
-  }
-  for (const [agentId, n] of created) await countCreated(store, agentId, n, Date.now());
   return status;
 }
 

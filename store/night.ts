@@ -2,7 +2,7 @@ import type { Entry, PendingWork } from '../core/entry';
 import type { Located, NightRun, NightStore } from '../core/nightly';
 import { dayOf } from '../core/salience';
 import type { ReclaimEntry } from '../core/reclaim';
-import { setHotCount, tierCounts } from './agents';
+import { countArrived, setHotCount, tierCounts } from './agents';
 import { bulkWriteInCommands, type QueryLogRecord, type Store } from './db';
 import { entriesWithTerm } from './entries';
 import {
@@ -36,6 +36,7 @@ const RECLAIM_FIELDS = {
   isActive: 1,
   dormantAt: 1,
   subsumedBy: 1,
+  pending: 1,
 };
 
 /**
@@ -95,7 +96,8 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       return [...found.values()];
     },
     documentFrequencies: (terms) => documentFrequencies(store, agentId, terms),
-    async countTerms(entries) {
+    async countTerms(found) {
+      const entries = found.map((f) => f.entry);
       // Settled before counted: a crash in between leaves a count too low, never one of
       // an entry that is gone (I10).
       await settle(
@@ -108,6 +110,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
         entries.map((e) => e.terms),
         1,
       );
+      await countArrived(store, agentId, found.filter((f) => f.tier === 'hot').length);
     },
     settle,
     async queriesSince(since) {

@@ -36,7 +36,7 @@ export function agentMemoryWorkflowId(agentId: string): string {
 // A local activity: the batch is persisted inside the workflow task that accepted it, so an
 // acknowledgement costs one workflow task instead of three server round trips. It is still
 // retried by Temporal and recorded in history (as a marker).
-const { persistWrites } = proxyLocalActivities<Activities>({
+const { persistWrites, registerAgent } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   retry: { initialInterval: '200 milliseconds', maximumInterval: '5 seconds' },
 });
@@ -55,6 +55,7 @@ interface Pending {
  */
 export async function agentMemory(input: AgentMemoryInput): Promise<void> {
   const pending: Pending[] = [];
+  let registered = false;
 
   setHandler(
     writeUpdate,
@@ -90,6 +91,11 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
       await condition(() => allHandlersFinished() || pending.length > 0);
       if (pending.length === 0) await continueAsNew<typeof agentMemory>(input);
       continue;
+    }
+    // Once per run, before its first write: the nightly run fans out over registered agents.
+    if (!registered) {
+      await registerAgent(input.agentId);
+      registered = true;
     }
     const batch: Pending[] = [];
     let size = 0;

@@ -288,8 +288,8 @@ export class SimStore {
           .map(located)
           .filter((l): l is Located => l !== undefined),
       documentFrequencies: async (list) => new Map(list.map((t) => [t, this.df.get(t) ?? 0])),
-      countTerms: async (entries) => {
-        for (const e of entries) {
+      countTerms: async (found) => {
+        for (const { entry: e } of found) {
           this.settle(e._id, 'terms');
           for (const t of e.terms) this.df.set(t, (this.df.get(t) ?? 0) + 1);
         }

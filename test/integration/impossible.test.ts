@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { evictBatch } from '../../store/audit';
+import { evictEntry } from '../../store/lifecycle';
 import { impossibleQueries, UNKNOWN_REASON } from '../../store/impossible';
 import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
+import type { EvictionInput } from '../../core/eviction';
 
 let env: TestEnv;
 beforeAll(async () => {
@@ -12,6 +13,18 @@ afterAll(async () => {
   await env?.close();
 });
 
+/** The two-key check's facts of a dead entry (the reason is what the test groups by). */
+const DEAD: EvictionInput = {
+  reclaimFloor: 0.05,
+  gateThreshold: 0.15,
+  gated: true,
+  reachable: true,
+  refreshWindowElapsed: true,
+  subsumedLosslessly: true,
+  lossySummaryFlagged: false,
+  livePolicy: 'capacity',
+};
+
 async function writeAndDelete(agentId: string, texts: string[], reason: string): Promise<string[]> {
   const { entries } = await env.client.write({
     agentId,
@@ -19,11 +32,16 @@ async function writeAndDelete(agentId: string, texts: string[], reason: string):
   });
   const ids = entries.map((e) => e.id);
   const stored = await env.store.hot.find({ _id: { $in: ids } }).toArray();
-  await evictBatch(
-    env.store,
-    stored.map((entry) => ({ entry, reason, inputs: {} })),
-    Date.now(),
-  );
+  const run = { agentId, asOf: Date.now(), runId: `impossible-${agentId}` };
+  for (const [rank, entry] of stored.entries()) {
+    await evictEntry(env.store, run, entry, {
+      id: entry._id,
+      action: 'evict',
+      why: reason,
+      rank,
+      inputs: DEAD,
+    });
+  }
   return ids;
 }
 

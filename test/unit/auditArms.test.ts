@@ -227,7 +227,7 @@ describe("memgate's arm: reclaim to a token budget", () => {
             e.dormantAt <= asOf &&
             asOf > e.dormantAt + policy.refreshWindowMs &&
             (e.subsumedBy ?? []).some((s) => s.lossless);
-          expect(p.action.action).toBe(dead ? 'evict' : 'spill');
+          expect(p.action).toBe(dead ? 'evict' : 'spill');
         }
       }),
     );
