@@ -170,8 +170,8 @@ export function limitRehydration(
 /**
  * The night's new entries are counted into the document frequencies first. Then the
  * queries logged since the agent's previous run raise the salience of the gated hot entries
- * they match inside their refresh window, and rehydrate the cold ones they match into the
- * room below the low watermark.
+ * they match inside their refresh window, and bring back the cold ones `limitRehydration`
+ * admits.
  */
 export async function refreshPhase(
   night: NightStore,

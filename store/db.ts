@@ -178,23 +178,18 @@ type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords'>;
  * equality down to PostgreSQL as `_jsonb->'field' @> value`, and the stack gives every
  * declared field a GIN index that serves it (scripts/postgres.ts).
  */
+const TIER_INDEXES: readonly Record<string, 1>[] = [
+  { termKeys: 1 },
+  { agentId: 1, pending: 1 },
+  { agentId: 1, subject: 1 },
+  { agentId: 1, derivedFrom: 1 },
+  { agentId: 1, supersededBy: 1 },
+  { agentId: 1, supersedes: 1 },
+];
+
 export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string, 1>[]>> = {
-  hot: [
-    { termKeys: 1 },
-    { agentId: 1, pending: 1 },
-    { agentId: 1, subject: 1 },
-    { agentId: 1, derivedFrom: 1 },
-    { agentId: 1, supersededBy: 1 },
-    { agentId: 1, supersedes: 1 },
-  ],
-  cold: [
-    { termKeys: 1 },
-    { agentId: 1, pending: 1 },
-    { agentId: 1, subject: 1 },
-    { agentId: 1, derivedFrom: 1 },
-    { agentId: 1, supersededBy: 1 },
-    { agentId: 1, supersedes: 1 },
-  ],
+  hot: TIER_INDEXES,
+  cold: TIER_INDEXES,
   tombstones: [{ termKeys: 1 }, { agentId: 1 }],
   ledger: [{ agentId: 1, runId: 1, event: 1 }],
   queries: [
