@@ -3,10 +3,12 @@ import { stackDown, stackStatus, stackUp } from '../../scripts/stack';
 import { config, printJson } from './context';
 
 export function registerStackCommands(program: Command): void {
-  const stack = program.command('stack').description('the local Temporal dev server and FerretDB');
+  const stack = program
+    .command('stack')
+    .description('the local Temporal dev server, FerretDB and the PostgreSQL under it');
   stack
     .command('up')
-    .description('obtain (once) and start both servers on 127.0.0.1; reuses running ones')
+    .description('obtain (once) and start the servers on 127.0.0.1; reuses running ones')
     .action(async () => {
       const up = await stackUp(config());
       printJson(up);
