@@ -26,7 +26,7 @@ import { consolidateAgent, consolidateAgentWorkflowId, consolidationRunId } from
 import { SimStore, simPolicy } from './seed30/model';
 import { seedScenario } from './seed30/scenario';
 import { Workload } from './seed30/workload';
-import { emit, round, startBenchEnv, type BenchEnv } from './support';
+import { emit, growthExponent, round, startBenchEnv, type BenchEnv } from './support';
 
 const SIZES = (process.env.BENCH_CONSOLIDATION_SIZES ?? '25000,250000').split(',').map(Number);
 const FILL = 1.1;
@@ -149,17 +149,12 @@ async function runAt(size: number) {
 async function main() {
   const sizes = [];
   for (const size of SIZES) sizes.push(await runAt(size));
-  const first = sizes[0]!;
-  const last = sizes[sizes.length - 1]!;
   emit({
     bench: 'consolidation',
     server: process.env.MONGODB_URI ? 'configured' : 'local stack (FerretDB 1.24 on PostgreSQL 16)',
     fill: FILL,
     sizes,
-    growthExponent:
-      sizes.length > 1
-        ? round(Math.log(last.nightMs / first.nightMs) / Math.log(last.entries / first.entries), 3)
-        : null,
+    growthExponent: growthExponent(sizes, (s) => s.nightMs),
   });
 }
 

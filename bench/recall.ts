@@ -15,7 +15,7 @@ import { buildEntry, memoryPolicy, type Entry } from '../core/entry';
 import { DAY_MS } from '../core/salience';
 import { entryId, indexedEntry } from '../store/entries';
 import { adjustDocumentFrequencies } from '../store/terms';
-import { emit, percentile, round, startBenchEnv } from './support';
+import { emit, growthExponent, percentile, round, startBenchEnv } from './support';
 
 const SIZES = (process.env.BENCH_RECALL_SIZES ?? '10000,50000,250000').split(',').map(Number);
 const QUERIES = Number(process.env.BENCH_RECALL_QUERIES ?? 50);
@@ -122,17 +122,12 @@ async function main() {
       });
       console.error(`[recall] ${JSON.stringify(sizes[sizes.length - 1])}`);
     }
-    const first = sizes[0]!;
-    const last = sizes[sizes.length - 1]!;
     emit({
       bench: 'recall',
       server: env.config.mongoUri ? 'configured' : 'local stack (FerretDB 1.24 on PostgreSQL 16)',
       queriesPerSize: QUERIES,
       sizes,
-      growthExponent:
-        sizes.length > 1
-          ? round(Math.log(last.p99Ms / first.p99Ms) / Math.log(last.entries / first.entries), 3)
-          : null,
+      growthExponent: growthExponent(sizes, (s) => s.p99Ms),
     });
   } finally {
     await env.close();

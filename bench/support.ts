@@ -72,3 +72,11 @@ export function round(n: number, digits = 2): number {
 export function emit(result: Record<string, unknown>): void {
   process.stdout.write(JSON.stringify(result, null, 2) + '\n');
 }
+
+/** The log-log slope of a figure between the smallest and the largest size: 1 is linear growth. */
+export function growthExponent<S extends { entries: number }>(sizes: readonly S[], figure: (s: S) => number) {
+  if (sizes.length < 2) return null;
+  const first = sizes[0]!;
+  const last = sizes[sizes.length - 1]!;
+  return round(Math.log(figure(last) / figure(first)) / Math.log(last.entries / first.entries), 3);
+}

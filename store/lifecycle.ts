@@ -197,16 +197,14 @@ export async function annotate(
   return found;
 }
 
-/** Read a filtered tier in `_id` order after `after`, in batches, over one cursor. */
-export async function* batchesAfter<T extends Document>(
+/** Everything a filter selects, a batch at a time over one cursor, in the server's order. */
+export async function* inBatches<T extends Document>(
   collection: Collection<T>,
   filter: Filter<T>,
-  after: string | undefined,
   size: number,
   projection?: Document,
 ): AsyncGenerator<T[]> {
-  const query = (after === undefined ? filter : { $and: [filter, { _id: { $gt: after } }] }) as Filter<T>;
-  const cursor = collection.find(query, projection ? { projection } : {}).sort({ _id: 1 });
+  const cursor = collection.find(filter, projection ? { projection } : {});
   cursor.batchSize(size);
   let batch: T[] = [];
   try {
@@ -550,13 +548,4 @@ export async function previousRunAsOf(
   if (scope.kind === 'agent') filter.agentId = scope.agentId;
   const [last] = await runs(store).find(filter).sort({ asOf: -1 }).limit(1).toArray();
   return last?.asOf;
-}
-
-/** Agents the nightly pass has work for: any with hot entries, or with queries logged since `since`. */
-export async function agentsWithWork(store: Store, since: number, asOf: number): Promise<string[]> {
-  const [hot, queried] = await Promise.all([
-    store.hot.distinct('agentId'),
-    store.queries.distinct('agentId', { at: { $gt: since, $lte: asOf } }),
-  ]);
-  return [...new Set([...hot, ...queried].map(String))].sort();
 }

@@ -6,7 +6,7 @@ import { countArrived, setHotCount, tierCounts } from './agents';
 import { bulkWriteInCommands, type QueryLogRecord, type Store } from './db';
 import { entriesWithTerm } from './entries';
 import {
-  batchesAfter,
+  inBatches,
   countEvents,
   evictEntry,
   expireEntry,
@@ -51,12 +51,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
   async function* pending(work: PendingWork): AsyncGenerator<Located[]> {
     const seen = new Set<string>();
     for (const tier of TIERS) {
-      for await (const page of batchesAfter(
-        tierCollection(store, tier),
-        { agentId, pending: work },
-        undefined,
-        batch,
-      )) {
+      for await (const page of inBatches(tierCollection(store, tier), { agentId, pending: work }, batch)) {
         const fresh = page.filter((entry) => !seen.has(entry._id));
         for (const entry of fresh) seen.add(entry._id);
         if (fresh.length) yield fresh.map((entry) => ({ entry, tier }));
@@ -129,7 +124,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
     previousRunAsOf: () => previousRunAsOf(store, run.asOf, { kind: 'agent', agentId }),
     tierCounts: () => tierCounts(store, agentId),
     async *hotStorage() {
-      yield* batchesAfter<ReclaimEntry>(store.hot as never, { agentId }, undefined, batch, RECLAIM_FIELDS);
+      yield* inBatches<ReclaimEntry>(store.hot as never, { agentId }, batch, RECLAIM_FIELDS);
     },
     setHotCount: (hot) => setHotCount(store, agentId, hot),
     stored: (ids) => storedEntries(store, agentId, ids),
