@@ -59,11 +59,16 @@ async function steadyStore(size: number, agentId: string) {
 
 async function load(env: BenchEnv, agentId: string, model: SimStore): Promise<void> {
   const store = env.client.store;
-  const hot = [...model.hot.values()].map(indexedEntry);
+  const { df, queries, lastNight } = model.snapshot();
+  // Out of default recall's postings once dormant, as the nights before left it.
+  const hot = [...model.hot.values()].map((e) => {
+    const stored = indexedEntry(e);
+    if (stored.dormantAt <= lastNight!) delete stored.liveKeys;
+    return stored;
+  });
   const cold = [...model.cold.values()].map(indexedEntry);
   for (let i = 0; i < hot.length; i += 1000) await store.hot.insertMany(hot.slice(i, i + 1000));
   for (let i = 0; i < cold.length; i += 1000) await store.cold.insertMany(cold.slice(i, i + 1000));
-  const { df, queries, lastNight } = model.snapshot();
   await insertDocumentFrequencies(store, agentId, df);
   const logged = queries.map((q) => ({
     _id: randomUUID(),

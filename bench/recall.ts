@@ -69,7 +69,9 @@ async function main() {
     const e = indexedEntry(
       buildEntry(entryId(agentId, { idempotencyKey: String(i) }), agentId, input, policy),
     );
+    // As the nights before left it: counted, and out of default recall's postings once dormant.
     delete e.pending;
+    if (e.dormantAt <= now) delete e.liveKeys;
     return e;
   }
 

@@ -65,6 +65,14 @@ export interface Entry {
    * equality that one index serves precisely in a table many agents share (store/entries.ts).
    */
   termKeys?: string[];
+  /**
+   * The term keys again, while the last nightly run found the entry above the gate: default
+   * recall reads these, so it does not read the postings of dormant entries. Kept on every
+   * entry whose `dormantAt` moves; dropped by the night after `dormantAt` passes.
+   */
+  liveKeys?: string[];
+  /** `<agentId> <dayOf(dormantAt)>`: how the night finds the entries that went dormant. */
+  dormantKey?: string;
   version: number;
 }
 

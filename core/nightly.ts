@@ -86,7 +86,9 @@ export interface NightStore {
   summariesOfRun(): Promise<Entry[]>;
   expire(found: Located): Promise<void>;
   /** Hot steps raise salience in place (guarded by the version the plan read); cold steps rehydrate. */
-  refresh(steps: readonly (RefreshStep & { version: number })[]): Promise<void>;
+  refresh(steps: readonly (RefreshStep & { version: number; terms: string[] })[]): Promise<void>;
+  /** Hot entries that went dormant since `since` leave default recall's postings (MongoDB's only). */
+  dropLiveKeys(since: number | undefined): Promise<void>;
   writeSummary(summary: Entry, lossless: ReadonlyMap<string, boolean>): Promise<void>;
   supersede(step: SupersessionStep): Promise<void>;
   spill(batch: readonly { step: ReclaimStep; entry: Entry }[]): Promise<void>;
@@ -181,7 +183,8 @@ export async function refreshPhase(
 ): Promise<{ refreshed: number; rehydrated: number; queries: number }> {
   // Today's writes join the document frequencies before any phase reads by term.
   for await (const batch of night.pending('terms')) await night.countTerms(batch);
-  const logged = await night.queriesSince(await night.previousRunAsOf());
+  const since = await night.previousRunAsOf();
+  const logged = await night.queriesSince(since);
   const queries = new QueryIndex(logged.map((q) => q.terms));
   if (queries.size > 0) {
     const df = await night.documentFrequencies(logged.flatMap((q) => q.terms));
@@ -215,12 +218,15 @@ export async function refreshPhase(
     const steps = limitRehydration(planned, returned, hot ?? Infinity, policy.reclaim).map((s) => ({
       ...s,
       version: candidates.get(s.id)!.entry.version,
+      terms: candidates.get(s.id)!.entry.terms,
     }));
     for (let i = 0; i < steps.length; i += policy.batch) {
       await night.refresh(steps.slice(i, i + policy.batch));
       progress({ planned: steps.length, done: Math.min(steps.length, i + policy.batch) });
     }
   }
+  // After the refreshes, which kept what they raised above the gate.
+  await night.dropLiveKeys(since);
   return {
     refreshed: await night.counted('refresh'),
     rehydrated: await night.counted('rehydrate'),

@@ -180,6 +180,8 @@ type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords'>;
  */
 const TIER_INDEXES: readonly Record<string, 1>[] = [
   { termKeys: 1 },
+  { liveKeys: 1 },
+  { dormantKey: 1 },
   { agentId: 1, pending: 1 },
   { agentId: 1, subject: 1 },
   { agentId: 1, derivedFrom: 1 },

@@ -33,9 +33,20 @@ export function termKeys(agentId: string, terms: readonly string[]): string[] {
   return terms.map((t) => termKey(agentId, t));
 }
 
+/** The keys of an entry whose `dormantAt` is (re)set: live again, and found by its dormant day. */
+export function gateKeys(
+  entry: Pick<Entry, 'agentId' | 'terms'>,
+  dormantAt: number,
+): Pick<Entry, 'liveKeys' | 'dormantKey'> {
+  return {
+    liveKeys: termKeys(entry.agentId, entry.terms),
+    dormantKey: termKey(entry.agentId, String(dayOf(dormantAt))),
+  };
+}
+
 /** The stored form of an entry: with the lookup keys of its terms. */
 export function indexedEntry(entry: Entry): Entry {
-  return { ...entry, termKeys: termKeys(entry.agentId, entry.terms) };
+  return { ...entry, termKeys: termKeys(entry.agentId, entry.terms), ...gateKeys(entry, entry.dormantAt) };
 }
 
 /** Which of `ids` a collection holds, by `_id` point reads. */
@@ -89,7 +100,8 @@ export interface CandidateFilter {
 }
 
 /**
- * Entries of a tier holding `term`, at most `limit`: one equality on the agent's term key.
+ * Entries of a tier holding `term`, at most `limit`: one equality on the agent's term key
+ * (`liveKeys`: only among hot entries the last night found above the gate).
  * (With `{agentId, terms}` instead, a planner may serve the agent's key and filter its whole
  * store.) The agent is checked again in code, as for point reads (I9).
  */
@@ -98,9 +110,10 @@ export async function entriesWithTerm(
   agentId: string,
   term: string,
   limit: number,
+  key: 'termKeys' | 'liveKeys' = 'termKeys',
 ): Promise<Entry[]> {
   const found = await collection
-    .find({ termKeys: termKey(agentId, term) })
+    .find({ [key]: termKey(agentId, term) })
     .limit(limit)
     .toArray();
   return found.filter((e) => e.agentId === agentId);
@@ -120,7 +133,13 @@ export async function findCandidates(store: Store, f: CandidateFilter): Promise<
     tiers.flatMap((tier) =>
       picked.map(async ({ term, limit }) => ({
         tier,
-        entries: await entriesWithTerm(tier === 'hot' ? store.hot : store.cold, f.agentId, term, limit),
+        entries: await entriesWithTerm(
+          tier === 'hot' ? store.hot : store.cold,
+          f.agentId,
+          term,
+          limit,
+          f.deep ? 'termKeys' : 'liveKeys',
+        ),
       })),
     ),
   );

@@ -67,6 +67,7 @@ export async function replaceSummaryContent(
     tokens: summary.tokens,
     terms: summary.terms,
     termKeys: termKeys(agentId, summary.terms),
+    liveKeys: termKeys(agentId, summary.terms),
     atoms: summary.atoms,
     derivedFrom: summary.derivedFrom,
     lossy_summary: summary.lossy_summary,

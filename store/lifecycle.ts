@@ -18,6 +18,7 @@ import {
   type RefreshStep,
 } from '../core/lifecycle';
 import type { ReclaimStep } from '../core/reclaim';
+import { dayOf } from '../core/salience';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import { countDeleted, countMoved } from './agents';
 import {
@@ -27,8 +28,8 @@ import {
   type LedgerRecord,
   type Store,
 } from './db';
-import { insertNewEntries, termKeys } from './entries';
-import { adjustDocumentFrequencies } from './terms';
+import { gateKeys, insertNewEntries, termKeys } from './entries';
+import { adjustDocumentFrequencies, termKey } from './terms';
 
 /**
  * The nightly pass's writes. None relies on a transaction: every record has a deterministic
@@ -183,11 +184,19 @@ export async function annotate(
         break;
       }
       const update: UpdateFilter<Entry> = { $inc: { version: 1 } };
-      if (Object.keys(patch.set).length) update.$set = patch.set;
+      // A new `dormantAt` makes the entry live again for default recall's postings.
+      const set =
+        patch.set.dormantAt === undefined
+          ? patch.set
+          : { ...patch.set, ...gateKeys(entry, patch.set.dormantAt) };
+      if (Object.keys(set).length) update.$set = set;
       if (patch.unset.length) update.$unset = Object.fromEntries(patch.unset.map((k) => [k, '']));
       const res = await collection.updateOne({ _id: id, agentId, version: entry.version }, update);
       if (res.modifiedCount === 1) {
-        found.push({ tier, entry: { ...applyPatch(entry, patch), version: entry.version + 1 } });
+        found.push({
+          tier,
+          entry: { ...applyPatch(entry, { set, unset: patch.unset }), version: entry.version + 1 },
+        });
         break;
       }
       if (round >= 4)
@@ -270,7 +279,7 @@ export async function refreshHotEntry(store: Store, ctx: RunContext, step: Refre
 export async function refreshHotEntries(
   store: Store,
   ctx: RunContext,
-  steps: readonly (RefreshStep & { version: number })[],
+  steps: readonly (RefreshStep & { version: number; terms: string[] })[],
 ): Promise<void> {
   await recordEvents(
     store,
@@ -288,7 +297,13 @@ export async function refreshHotEntries(
       chunk.map((step) => ({
         updateOne: {
           filter: { _id: step.id, agentId: ctx.agentId, version: step.version },
-          update: { $set: refreshPatch(step, ctx.asOf).set, $inc: { version: 1 } },
+          update: {
+            $set: {
+              ...refreshPatch(step, ctx.asOf).set,
+              ...gateKeys({ agentId: ctx.agentId, terms: step.terms }, step.dormantAt),
+            },
+            $inc: { version: 1 },
+          },
         },
       })),
       { ordered: false },
@@ -306,8 +321,37 @@ export async function rehydrateEntry(store: Store, ctx: RunContext, step: Refres
   const patch = refreshPatch(step, ctx.asOf);
   return moveBetweenTiers(agentTiers(store, ctx.agentId), step.id, 'cold', 'hot', (cold) => ({
     ...applyPatch(cold, { set: patch.set, unset: ['spilledAt'] }),
+    ...gateKeys(cold, step.dormantAt),
     version: cold.version + 1,
   }));
+}
+
+/** How far back a first night looks for entries that went dormant (later nights start at the last one). */
+const FIRST_NIGHT_LOOKBACK_DAYS = 60;
+
+/**
+ * Hot entries whose `dormantAt` passed since the last run leave default recall's postings
+ * (their `liveKeys` go), found by their dormant day. An entry that changed since it was read
+ * keeps them; so does one that went dormant before the days looked at. Either costs recall a
+ * read, never a hit: default recall applies the gate to what it reads.
+ */
+export async function dropLiveKeys(store: Store, ctx: RunContext, since: number | undefined): Promise<void> {
+  const from = since === undefined ? dayOf(ctx.asOf) - FIRST_NIGHT_LOOKBACK_DAYS : dayOf(since);
+  for (let day = from; day <= dayOf(ctx.asOf); day++) {
+    const due = (await store.hot.find({ dormantKey: termKey(ctx.agentId, String(day)) }).toArray()).filter(
+      (e) => e.agentId === ctx.agentId && e.liveKeys !== undefined && e.dormantAt <= ctx.asOf,
+    );
+    await bulkWriteInCommands(
+      store.hot,
+      due.map((e) => ({
+        updateOne: {
+          filter: { _id: e._id, agentId: ctx.agentId, version: e.version },
+          update: { $unset: { liveKeys: '' }, $inc: { version: 1 } },
+        },
+      })),
+      { ordered: false },
+    );
+  }
 }
 
 // Reclaim -------------------------------------------------------------------------------

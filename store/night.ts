@@ -8,6 +8,7 @@ import { entriesWithTerm } from './entries';
 import {
   inBatches,
   countEvents,
+  dropLiveKeys,
   evictEntry,
   expireEntry,
   findById,
@@ -156,6 +157,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       );
       for (const step of steps.filter((s) => s.tier === 'cold')) await rehydrateEntry(store, run, step);
     },
+    dropLiveKeys: (since) => dropLiveKeys(store, run, since),
     writeSummary: (summary: Entry, lossless) => writeSummary(store, run, summary, lossless),
     supersede: (step) => supersedeEntry(store, run, step.olderId, step.newerId),
     spill: async (spills) => {

@@ -346,6 +346,8 @@ export class SimStore {
           }
         }
       },
+      // The simulation's recall reads its own indexes, not posting keys.
+      dropLiveKeys: async () => undefined,
       writeSummary: async (summary, lossless) => {
         if (this.insert(summary)) {
           summaries.push(summary._id);
