@@ -78,6 +78,14 @@ export interface AgentRecord {
   cold?: number;
 }
 
+/**
+ * Every entry id ever stored, kept after the entry leaves (an id is a hash, never content):
+ * a write whose id is new here cannot be a replay of a spilled or deleted entry.
+ */
+export interface EntryIdRecord {
+  _id: string;
+}
+
 export interface Collections {
   hot: Collection<Entry>;
   cold: Collection<Entry>;
@@ -86,6 +94,7 @@ export interface Collections {
   queries: Collection<QueryLogRecord>;
   termStats: Collection<TermStat>;
   agents: Collection<AgentRecord>;
+  entryIds: Collection<EntryIdRecord>;
   runs: Collection<{ _id: string } & Record<string, unknown>>;
   auditRecords: Collection<{ _id: string } & Record<string, unknown>>;
 }
@@ -162,6 +171,7 @@ export async function openStore(uri: string, database: string): Promise<Store> {
     queries: db.collection<QueryLogRecord>('queries'),
     termStats: db.collection<TermStat>('term_stats'),
     agents: db.collection<AgentRecord>('agents'),
+    entryIds: db.collection<EntryIdRecord>('entry_ids'),
     runs: db.collection('runs'),
     auditRecords: db.collection('audit_records'),
     close: () => client.close(),
@@ -201,6 +211,8 @@ export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string,
   termStats: [{ agentId: 1 }],
   // Read whole by the nightly fan-out: one small document per agent.
   agents: [],
+  // Read by `_id` only.
+  entryIds: [],
 };
 
 /** Idempotent. */

@@ -3,7 +3,7 @@ import { MongoBulkWriteError, type Collection, type Filter } from 'mongodb';
 import type { Entry, Provenance, Tier } from '../core/entry';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
-import type { QueryLogRecord, Store } from './db';
+import { insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
 import { documentFrequencies, termKey } from './terms';
 
 /** Deterministic `_id`: a retried write lands on the same document. */
@@ -61,16 +61,25 @@ async function presentIds<T extends { _id: string }>(
 }
 
 /**
- * Insert entries that exist in neither tier and were never deleted. Replays and retries are
+ * Insert entries that exist in neither tier and were never deleted; the one way entries
+ * enter the store, since it keeps the registry of every id ever stored. Replays and retries are
  * no-ops: they never pull a spilled entry back into hot, nor resurrect an evicted or erased one.
  */
 export async function insertNewEntries(store: Store, entries: Entry[]): Promise<Map<string, WriteStatus>> {
   const status = new Map<string, WriteStatus>();
   if (entries.length === 0) return status;
   const ids = [...new Set(entries.map((e) => e._id))];
+  // Only an id stored before can be in cold or behind a tombstone: one batch insert into the
+  // registry of ids tells them apart, and only those cost two point reads.
+  const seen = [
+    ...(await insertIgnoringExisting(
+      store.entryIds,
+      ids.map((_id) => ({ _id })),
+    )),
+  ];
   const [inCold, tombstoned] = await Promise.all([
-    presentIds(store.cold, ids),
-    presentIds(store.tombstones, ids),
+    presentIds(store.cold, seen),
+    presentIds(store.tombstones, seen),
   ]);
   for (const id of inCold) status.set(id, 'existing');
   for (const id of tombstoned) status.set(id, 'deleted');
