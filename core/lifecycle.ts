@@ -33,6 +33,14 @@ export function settlePatch(entry: Pick<Entry, 'pending'>, work: PendingWork): E
   return rest.length ? { set: { pending: rest }, unset: [] } : { set: {}, unset: ['pending'] };
 }
 
+/**
+ * A write not yet in the agent's hot count: the nightly run counts a write with its terms.
+ * A summary is counted as the run writes it, so the same night's reclaim sees it in hot.
+ */
+export function awaitsCounting(entry: Pick<Entry, 'kind' | 'pending'>): boolean {
+  return entry.kind !== 'summary' && (entry.pending?.includes('terms') ?? false);
+}
+
 /** `work` is due again (a renewed volatile fact awaits its new expiry). */
 export function awaitPatch(entry: Pick<Entry, 'pending'>, work: PendingWork): EntryPatch {
   const pending = entry.pending ?? [];

@@ -7,6 +7,7 @@ import {
 } from './clusters';
 import type { Entry, MemoryPolicy, PendingWork, Tier } from './entry';
 import {
+  awaitsCounting,
   dueForExpiry,
   planRefresh,
   planSupersession,
@@ -15,7 +16,7 @@ import {
   type RefreshStep,
   type SupersessionStep,
 } from './lifecycle';
-import { POSTINGS_BUDGET } from './recall';
+import { POSTINGS_BUDGET, rankCandidates } from './recall';
 import { planReclaim, type ReclaimEntry, type ReclaimPolicy, type ReclaimStep } from './reclaim';
 
 /**
@@ -141,24 +142,24 @@ export function refreshProposers(
 }
 
 /**
- * Which cold entries come back to hot. One a recall returned was needed by the agent, and
- * comes back (design 6: touched cold entries are rehydrated). One a logged query merely
- * matches comes back only into the room below the low watermark, newest writes first: under
- * pressure, each such rehydration would push another entry out to cold the same night.
- * Refreshes of hot entries are not limited. A cold entry left out stays where deep recall
- * finds it.
+ * Which cold entries come back to hot. One a recall returned among its best hits (`wanted`)
+ * was used by the agent, and comes back (design 6: touched cold entries are rehydrated). One a
+ * logged query merely matches comes back only into the room below the low watermark, newest
+ * writes first: under pressure, each such rehydration would push another entry out to cold
+ * the same night. Refreshes of hot entries are not limited. A cold entry left out stays where
+ * deep recall finds it.
  */
 export function limitRehydration(
   steps: readonly (RefreshStep & { writtenAt: number })[],
-  returned: ReadonlySet<string>,
+  wanted: ReadonlySet<string>,
   hotCount: number,
   policy: ReclaimPolicy,
 ): RefreshStep[] {
   let room = Math.max(0, Math.floor(policy.hotCapacity * policy.lowWatermark) - hotCount);
   const cold = steps
-    .filter((s) => s.tier === 'cold' && !returned.has(s.id))
+    .filter((s) => s.tier === 'cold' && !wanted.has(s.id))
     .sort((a, b) => b.writtenAt - a.writtenAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
-  const admitted = new Set(steps.filter((s) => s.tier === 'cold' && returned.has(s.id)).map((s) => s.id));
+  const admitted = new Set(steps.filter((s) => s.tier === 'cold' && wanted.has(s.id)).map((s) => s.id));
   room -= admitted.size;
   for (const s of cold) {
     if (room-- <= 0) break;
@@ -167,6 +168,32 @@ export function limitRehydration(
   return steps
     .filter((s) => s.tier === 'hot' || admitted.has(s.id))
     .map(({ id, tier, salience, dormantAt }) => ({ id, tier, salience, dormantAt }));
+}
+
+/** A recall's best hits, as many as default recall returns: what the agent read first. */
+export const WANTED_RANK = 10;
+
+/**
+ * The cold entries a logged recall returned among its `WANTED_RANK` best, ranked again
+ * tonight by the core ranker over the hits as they now are (the same decision wherever the
+ * pass runs). A deep recall sweeping a subject returns a couple of hundred hits; its tail was
+ * context, and bringing all of it back would push as many other entries out to cold.
+ */
+export function wantedFromCold(
+  logged: readonly LoggedQuery[],
+  located: ReadonlyMap<string, Located>,
+  asOf: number,
+  memory: MemoryPolicy,
+): Set<string> {
+  const wanted = new Set<string>();
+  for (const q of logged) {
+    const hits = q.hitIds.flatMap((id) => located.get(id) ?? []);
+    if (!hits.some((h) => h.tier === 'cold')) continue;
+    for (const hit of rankCandidates(q.terms, hits, { now: asOf, k: WANTED_RANK, ...memory })) {
+      if (hit.tier === 'cold') wanted.add(hit.id);
+    }
+  }
+  return wanted;
 }
 
 /**
@@ -191,13 +218,15 @@ export async function refreshPhase(
     const proposers = [
       ...new Set(logged.flatMap((q) => refreshProposers(q.terms, df, POSTINGS_BUDGET.deep))),
     ].sort();
-    const returned = new Set(logged.flatMap((q) => q.hitIds));
-    const candidates = new Map<string, Located>();
+    const returned = new Map<string, Located>();
     // Cold copies first: an entry in both tiers is mid-rehydration, and planning its cold
     // copy finishes that move. What a recall returned is a candidate whatever its terms.
-    for (const found of (await night.copies([...returned].sort())).filter((c) => c.tier === 'cold')) {
-      candidates.set(found.entry._id, found);
+    const returnedIds = [...new Set(logged.flatMap((q) => q.hitIds))].sort();
+    for (const found of await night.copies(returnedIds)) {
+      if (found.tier === 'cold' || !returned.has(found.entry._id)) returned.set(found.entry._id, found);
     }
+    const candidates = new Map<string, Located>();
+    for (const found of returned.values()) if (found.tier === 'cold') candidates.set(found.entry._id, found);
     for (const tier of ['cold', 'hot'] as const) {
       for (const term of proposers) {
         for (const entry of await night.withTerm(tier, term, POSTINGS_BUDGET.deep)) {
@@ -206,7 +235,7 @@ export async function refreshPhase(
         progress({ terms: proposers.length, candidates: candidates.size });
       }
     }
-    for (const found of await night.copies([...returned].sort())) {
+    for (const found of returned.values()) {
       if (!candidates.has(found.entry._id)) candidates.set(found.entry._id, found);
     }
     const found = [...candidates.values()].sort((a, b) => (a.entry._id < b.entry._id ? -1 : 1));
@@ -215,7 +244,8 @@ export async function refreshPhase(
       writtenAt: candidates.get(s.id)!.entry.writtenAt,
     }));
     const { hot } = await night.tierCounts();
-    const steps = limitRehydration(planned, returned, hot ?? Infinity, policy.reclaim).map((s) => ({
+    const wanted = wantedFromCold(logged, returned, run.asOf, policy.memory);
+    const steps = limitRehydration(planned, wanted, hot ?? Infinity, policy.reclaim).map((s) => ({
       ...s,
       version: candidates.get(s.id)!.entry.version,
       terms: candidates.get(s.id)!.entry.terms,
@@ -350,9 +380,9 @@ export async function reclaimPhase(
   if (counts.hot === undefined || counts.hot > policy.reclaim.hotCapacity * policy.reclaim.highWatermark) {
     const hot = await collect(night.hotStorage(), progress);
     hotBefore = hot.length;
-    // New entries count from the night that counts their terms (this one, or the next for
-    // one written since it started).
-    await night.setHotCount(hot.filter((e) => !e.pending?.includes('terms')).length);
+    // New writes count from the night that counts their terms (this one, or the next for
+    // one written since it started); summaries from the night that writes them.
+    await night.setHotCount(hot.filter((e) => !awaitsCounting(e)).length);
     const plan = planReclaim(hot, run.asOf, policy.reclaim);
     for (let i = 0; i < plan.length; i += policy.batch) {
       const steps = plan.slice(i, i + policy.batch);

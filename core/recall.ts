@@ -99,11 +99,10 @@ const B = 0.75;
  * score multiplied by the entry's current salience. Ties go to the newer write.
  */
 export function rankCandidates(
-  query: string,
-  candidates: Candidate[],
+  queryTerms: readonly string[],
+  candidates: readonly Candidate[],
   opts: { now: number; halfLifeMs: number; gateThreshold: number; k: number },
 ): RecallHit[] {
-  const queryTerms = terms(query);
   const docs = candidates.map((c) => {
     const seq = termSequence(c.entry.text);
     const tf = new Map<string, number>();

@@ -20,7 +20,7 @@ import {
 import type { ReclaimStep } from '../core/reclaim';
 import { dayOf } from '../core/salience';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
-import { countDeleted, countMoved } from './agents';
+import { countArrived, countDeleted, countMoved } from './agents';
 import {
   bulkWriteInCommands,
   insertIgnoringExisting,
@@ -455,7 +455,11 @@ export async function writeSummary(
   summary: Entry,
   lossless: ReadonlyMap<string, boolean>,
 ): Promise<void> {
-  await insertNewEntries(store, [summary]);
+  // Counted into hot as it lands (a crash in between leaves the count low until reclaim's
+  // next full read sets it), so tonight's reclaim sees it.
+  if ((await insertNewEntries(store, [summary])).get(summary._id) === 'created') {
+    await countArrived(store, ctx.agentId, 1);
+  }
   await recordEvent(store, ctx, 'summarise', summary._id, 'near-duplicate cluster merged', {
     derivedFrom: summary.derivedFrom,
     lossy_summary: summary.lossy_summary,

@@ -1,5 +1,6 @@
 import type { Entry, PendingWork } from '../core/entry';
 import type { Located, NightRun, NightStore } from '../core/nightly';
+import { awaitsCounting } from '../core/lifecycle';
 import { dayOf } from '../core/salience';
 import type { ReclaimEntry } from '../core/reclaim';
 import { countArrived, setHotCount, tierCounts } from './agents';
@@ -106,7 +107,11 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
         entries.map((e) => e.terms),
         1,
       );
-      await countArrived(store, agentId, found.filter((f) => f.tier === 'hot').length);
+      await countArrived(
+        store,
+        agentId,
+        found.filter((f) => f.tier === 'hot' && awaitsCounting(f.entry)).length,
+      );
     },
     settle,
     async queriesSince(since) {

@@ -91,7 +91,7 @@ export async function recall(store: Store, req: RecallRequest, policy: MemoryPol
     findCandidates(store, { agentId: req.agentId, terms: queryTerms, now, deep: req.deep }),
     req.deep ? tombstonesMatching(store, req.agentId, queryTerms) : [],
   ]);
-  const hits = rankCandidates(req.query, candidates, { now, k: req.k, ...policy });
+  const hits = rankCandidates(terms(req.query), candidates, { now, k: req.k, ...policy });
   const result: RecallResult = { hits, asOf: now, candidates: candidates.length };
   if (req.deep) {
     result.successors = await supersessionSuccessors(store, req.agentId, hits, now, policy);

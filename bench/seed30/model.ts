@@ -209,7 +209,7 @@ export class SimStore {
     // recall returns all of them; only their order would differ, and the reader ignores order.
     const hits =
       candidates.length > k
-        ? rankCandidates(text, candidates, { now: at, k, ...this.policy.memory })
+        ? rankCandidates(queryTerms, candidates, { now: at, k, ...this.policy.memory })
         : candidates.map(({ entry }) => ({ id: entry._id, text: entry.text }));
     this.logQuery(
       text,

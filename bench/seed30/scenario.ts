@@ -45,16 +45,21 @@ export function seedScenario(
 /**
  * The scaled-down workload for runs through the real stack: four warm subjects, capacity 360,
  * met on day 5; half of the warm questions are judged so a short run still judges over a
- * hundred answers. Under pressure the nightly refresh brings back every spilled entry a query
- * touched and reclaim spills as many again, so a high low watermark keeps those moves, and the
- * run, short.
+ * hundred answers. Ten cold subjects asked about every other day, and more volatile quotas,
+ * make a short run bring a spilled fact back and expire a quota, as the seed's month does.
+ * A high low watermark keeps reclaim's moves, and the run, short.
  */
-export function stackScenario(days = 10, seed = 4): { params: WorkloadParams; env: Record<string, string> } {
+export function stackScenario(days = 10, seed = 5): { params: WorkloadParams; env: Record<string, string> } {
+  const roles = seedScenario(0.002, seed).params.roles;
+  const quota = 0.04;
   const { params, env } = seedScenario(0.002, seed, {
     days,
     onboardDays: 7,
     warmQueriesPerDay: 24,
     judgedShare: 0.5,
+    coldSubjects: 10,
+    coldQueryRate: 0.5,
+    roles: { ...roles, quota, chatter: roles.chatter - (quota - roles.quota) },
   });
   return { params, env: { ...env, MEMGATE_HOT_CAPACITY: '360', MEMGATE_LOW_WATERMARK: '0.97' } };
 }

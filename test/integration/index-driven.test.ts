@@ -156,7 +156,7 @@ describe.skipIf(!postgres)('every hot path is index-driven (the local stack)', (
     // filtered by the gate and ranked by the core.
     const everything = await env.store.hot.find({ agentId }).toArray();
     const expected = rankCandidates(
-      query,
+      terms(query),
       everything
         .filter((e) => inDefaultRecall(e, now) && e.terms.some((t) => terms(query).includes(t)))
         .map((entry) => ({ entry, tier: 'hot' as const })),

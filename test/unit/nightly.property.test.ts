@@ -1,7 +1,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { buildEntry, memoryPolicy } from '../../core/entry';
 import { queryMatches } from '../../core/lifecycle';
-import { limitRehydration, refreshProposers } from '../../core/nightly';
+import {
+  limitRehydration,
+  refreshProposers,
+  WANTED_RANK,
+  wantedFromCold,
+  type Located,
+  type LoggedQuery,
+} from '../../core/nightly';
+import { rankCandidates } from '../../core/recall';
 import type { ReclaimPolicy } from '../../core/reclaim';
 
 const VOCABULARY = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
@@ -59,10 +68,10 @@ describe('limitRehydration (fast-check)', () => {
     id: fc.uuid(),
     tier: fc.constantFrom('hot' as const, 'cold' as const),
     writtenAt: fc.integer({ min: 0, max: 1000 }),
-    returned: fc.boolean(),
+    wanted: fc.boolean(),
   });
 
-  it('keeps every hot step and every returned cold one, and fills only the room below the low watermark with the rest', () => {
+  it('keeps every hot step and every wanted cold one, and fills only the room below the low watermark with the rest', () => {
     fc.assert(
       fc.property(
         fc.uniqueArray(stepArb, { selector: (s) => s.id }),
@@ -75,20 +84,120 @@ describe('limitRehydration (fast-check)', () => {
             salience: { base: 1, at: 0 },
             dormantAt: 1,
           }));
-          const returned = new Set(raw.filter((s) => s.returned).map((s) => s.id));
-          const kept = new Set(limitRehydration(steps, returned, hot, policy).map((s) => s.id));
-          for (const s of steps)
-            if (s.tier === 'hot' || returned.has(s.id)) expect(kept.has(s.id)).toBe(true);
+          const wanted = new Set(raw.filter((s) => s.wanted).map((s) => s.id));
+          const kept = new Set(limitRehydration(steps, wanted, hot, policy).map((s) => s.id));
+          for (const s of steps) if (s.tier === 'hot' || wanted.has(s.id)) expect(kept.has(s.id)).toBe(true);
           const room = Math.max(0, 80 - hot);
-          const returnedCold = steps.filter((s) => s.tier === 'cold' && returned.has(s.id)).length;
-          const matchedOnly = steps.filter((s) => s.tier === 'cold' && !returned.has(s.id) && kept.has(s.id));
-          expect(matchedOnly.length).toBeLessThanOrEqual(Math.max(0, room - returnedCold));
+          const wantedCold = steps.filter((s) => s.tier === 'cold' && wanted.has(s.id)).length;
+          const matchedOnly = steps.filter((s) => s.tier === 'cold' && !wanted.has(s.id) && kept.has(s.id));
+          expect(matchedOnly.length).toBeLessThanOrEqual(Math.max(0, room - wantedCold));
           // Newest writes first: nothing left out is newer than something let in.
           const left = steps.filter((s) => s.tier === 'cold' && !kept.has(s.id));
           for (const l of left)
             for (const k of matchedOnly) expect(l.writtenAt).toBeLessThanOrEqual(k.writtenAt);
         },
       ),
+    );
+  });
+});
+
+describe('wantedFromCold (fast-check)', () => {
+  const memory = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
+  const NOW = 10 * 24 * 3600_000;
+  const locatedArb = fc.record({
+    words: fc.subarray(VOCABULARY, { minLength: 1 }),
+    tier: fc.constantFrom('hot' as const, 'cold' as const),
+    salience: fc.double({ min: 0.01, max: 1, noNaN: true }),
+    writtenAt: fc.integer({ min: 0, max: NOW }),
+  });
+
+  it('wants only cold hits a recall returned, at most WANTED_RANK per recall, each ranked there by the core', () => {
+    fc.assert(
+      fc.property(
+        fc.array(locatedArb, { minLength: 1, maxLength: 40 }),
+        fc.array(fc.record({ terms: fc.subarray(VOCABULARY, { minLength: 1 }), hits: fc.array(fc.nat()) }), {
+          maxLength: 5,
+        }),
+        (raw, rawQueries) => {
+          const located = new Map<string, Located>(
+            raw.map((r, i) => {
+              const entry = buildEntry(
+                `e${i}`,
+                'agent',
+                {
+                  text: `${r.words.join(' ')} note`,
+                  kind: 'episode',
+                  salience: r.salience,
+                  source: { origin: 'agent' },
+                  confidence: 0.5,
+                  verified: false,
+                  volatile: false,
+                  writtenAt: r.writtenAt,
+                },
+                memory,
+              );
+              return [entry._id, { entry, tier: r.tier }];
+            }),
+          );
+          const logged: LoggedQuery[] = rawQueries.map((q) => ({
+            terms: q.terms,
+            hitIds: [...new Set(q.hits.map((h) => `e${h % raw.length}`))],
+          }));
+          const wanted = wantedFromCold(logged, located, NOW, memory);
+          for (const id of wanted) {
+            expect(located.get(id)!.tier).toBe('cold');
+            // Some recall returned it, and ranks it among its best when ranked again now.
+            expect(
+              logged.some((q) =>
+                rankCandidates(
+                  q.terms,
+                  q.hitIds.map((h) => located.get(h)!),
+                  { now: NOW, k: WANTED_RANK, ...memory },
+                ).some((hit) => hit.id === id),
+              ),
+            ).toBe(true);
+          }
+          const returnedCold = new Set(
+            logged.flatMap((q) => q.hitIds).filter((id) => located.get(id)!.tier === 'cold'),
+          );
+          expect(wanted.size).toBeLessThanOrEqual(Math.min(returnedCold.size, logged.length * WANTED_RANK));
+        },
+      ),
+    );
+  });
+
+  it('a cold hit a recall returned with fewer than WANTED_RANK others holding its terms is wanted', () => {
+    fc.assert(
+      fc.property(fc.array(locatedArb, { minLength: 1, maxLength: WANTED_RANK }), fc.nat(), (raw, pick) => {
+        const located = new Map<string, Located>(
+          raw.map((r, i) => {
+            const entry = buildEntry(
+              `e${i}`,
+              'agent',
+              {
+                text: `${r.words.join(' ')} note`,
+                kind: 'episode',
+                salience: r.salience,
+                source: { origin: 'agent' },
+                confidence: 0.5,
+                verified: false,
+                volatile: false,
+                writtenAt: r.writtenAt,
+              },
+              memory,
+            );
+            return [entry._id, { entry, tier: i === pick % raw.length ? ('cold' as const) : r.tier }];
+          }),
+        );
+        // Every entry holds "note", so the query scores every hit above zero.
+        const wanted = wantedFromCold(
+          [{ terms: ['note'], hitIds: [...located.keys()] }],
+          located,
+          NOW,
+          memory,
+        );
+        expect(wanted.has(`e${pick % raw.length}`)).toBe(true);
+      }),
     );
   });
 });
