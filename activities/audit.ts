@@ -27,7 +27,6 @@ import {
 import type { Config } from '../core/config';
 import { buildEntry, type Entry, type MemoryPolicy } from '../core/entry';
 import { InvalidInputError } from '../core/errors';
-import { withTypedFailures } from './failures';
 import { reclaimPolicy } from '../core/reclaim';
 import { chooseJudge, chooseReader, type JudgeChoice, type Models, type ReaderChoice } from '../llm';
 import type { Judge, Reader } from '../llm/models';
@@ -387,30 +386,26 @@ export function createAuditActivities(store: Store, config: Config, policy: Memo
       questionIds?: string[];
       limit?: number;
     }): Promise<QuestionRef[]> {
-      return withTypedFailures(async () => {
-        let refs = listQuestions(input.source);
-        if (input.questionIds?.length) {
-          const wanted = new Set(input.questionIds);
-          const missing = input.questionIds.filter((id) => !refs.some((r) => r.questionId === id));
-          if (missing.length)
-            throw new InvalidInputError(`no such question in ${input.source}: ${missing.join(', ')}`);
-          refs = refs.filter((r) => wanted.has(r.questionId));
-        }
-        return input.limit ? refs.slice(0, input.limit) : refs;
-      });
+      let refs = listQuestions(input.source);
+      if (input.questionIds?.length) {
+        const wanted = new Set(input.questionIds);
+        const missing = input.questionIds.filter((id) => !refs.some((r) => r.questionId === id));
+        if (missing.length)
+          throw new InvalidInputError(`no such question in ${input.source}: ${missing.join(', ')}`);
+        refs = refs.filter((r) => wanted.has(r.questionId));
+      }
+      return input.limit ? refs.slice(0, input.limit) : refs;
     },
 
     /** Ingest the haystack in date order into the question's agent, and run the denominator filter. */
     async prepareAuditQuestion(task: AuditQuestionTask): Promise<PreparedQuestion> {
-      return withTypedFailures(async () => {
-        const s = await setup(task);
-        return {
-          units: s.units.length,
-          tokens: totalTokens(s.units),
-          goldUnits: s.gold.length,
-          cleanGold: (await ask(s, s.gold)).correct,
-        };
-      });
+      const s = await setup(task);
+      return {
+        units: s.units.length,
+        tokens: totalTokens(s.units),
+        goldUnits: s.gold.length,
+        cleanGold: (await ask(s, s.gold)).correct,
+      };
     },
 
     /**
@@ -418,50 +413,46 @@ export function createAuditActivities(store: Store, config: Config, policy: Memo
      * per budget and the heartbeat carries the next budget, so a retry resumes there.
      */
     async runAuditArm(task: AuditArmTask): Promise<ArmOutcome> {
-      return withTypedFailures(async () => {
-        const ids = recordIds(task);
-        if ((await storedAuditRecordIds(store, ids)).size === ids.length)
-          return { records: ids.length, reused: true };
-        const s = await setup(task);
-        let scores: Map<string, number> | undefined;
-        const importance = async () => {
-          if (!scores) {
-            const values = await models.importance.score(
-              s.units.map((u) => ({ id: u.id, text: u.text, role: u.role })),
-            );
-            scores = new Map(s.units.map((u, i) => [u.id, values[i]!]));
-          }
-          return scores;
-        };
-        const budgets = budgetsOf(task);
-        const resumeAt = (activityInfo().heartbeatDetails as number | undefined) ?? 0;
-        for (let i = resumeAt; i < budgets.length; i++) {
-          const records: AuditRecord[] = [];
-          for (const view of await views(s, task.arm, budgets[i]!, importance)) {
-            for (const condition of READ_CONDITIONS) {
-              records.push(await evaluate(s, task, budgets[i]!, view, condition));
-              heartbeat(i);
-              // A worker shutting down cancels the attempt; the retry resumes at this budget.
-              Context.current().cancellationSignal.throwIfAborted();
-            }
-          }
-          await saveAuditRecords(store, records);
-          heartbeat(i + 1);
+      const ids = recordIds(task);
+      if ((await storedAuditRecordIds(store, ids)).size === ids.length)
+        return { records: ids.length, reused: true };
+      const s = await setup(task);
+      let scores: Map<string, number> | undefined;
+      const importance = async () => {
+        if (!scores) {
+          const values = await models.importance.score(
+            s.units.map((u) => ({ id: u.id, text: u.text, role: u.role })),
+          );
+          scores = new Map(s.units.map((u, i) => [u.id, values[i]!]));
         }
-        return { records: ids.length, reused: false };
-      });
+        return scores;
+      };
+      const budgets = budgetsOf(task);
+      const resumeAt = (activityInfo().heartbeatDetails as number | undefined) ?? 0;
+      for (let i = resumeAt; i < budgets.length; i++) {
+        const records: AuditRecord[] = [];
+        for (const view of await views(s, task.arm, budgets[i]!, importance)) {
+          for (const condition of READ_CONDITIONS) {
+            records.push(await evaluate(s, task, budgets[i]!, view, condition));
+            heartbeat(i);
+            // A worker shutting down cancels the attempt; the retry resumes at this budget.
+            Context.current().cancellationSignal.throwIfAborted();
+          }
+        }
+        await saveAuditRecords(store, records);
+        heartbeat(i + 1);
+      }
+      return { records: ids.length, reused: false };
     },
 
     /** Drop the question's agents (haystack, memgate's copies); the records stay. */
     async releaseAuditQuestion(task: AuditQuestionTask): Promise<void> {
-      return withTypedFailures(async () => {
-        const id = task.ref.questionId;
-        haystacks.delete(auditAgentId(task.runId, id));
-        await dropAgents(store, [
-          auditAgentId(task.runId, id),
-          ...task.settings.budgets.map((b) => auditAgentId(task.runId, id, b)),
-        ]);
-      });
+      const id = task.ref.questionId;
+      haystacks.delete(auditAgentId(task.runId, id));
+      await dropAgents(store, [
+        auditAgentId(task.runId, id),
+        ...task.settings.budgets.map((b) => auditAgentId(task.runId, id, b)),
+      ]);
     },
   };
 }

@@ -35,21 +35,22 @@ import {
   type RunRecord,
 } from '../store/lifecycle';
 import { mongoNight } from '../store/night';
-import { withTypedFailures } from './failures';
+import {
+  forgetInputSchema,
+  forgetStepSchema,
+  nightlyAgentsInputSchema,
+  nightlyRecordSchema,
+  phaseCountsSchema,
+  type PhaseCounts,
+  parseInput,
+  restoreStepSchema,
+  runContextSchema,
+} from '../core/inputs';
 
 /** Every phase of one agent's run gets the same input: the run's identity and its clock. */
 export type PhaseInput = RunContext;
 
-export interface PhaseCounts {
-  expired: number;
-  refreshed: number;
-  rehydrated: number;
-  summarised: number;
-  lossySummaries: number;
-  superseded: number;
-  spilled: number;
-  evicted: number;
-}
+export type { PhaseCounts };
 
 export interface ConsolidationReport {
   runId: string;
@@ -75,32 +76,40 @@ export function createConsolidationActivities(store: Store, config: Config, summ
     batch: config.lifecycleBatch,
   };
   const night = (run: PhaseInput) => mongoNight(store, run, policy.batch);
+  // Each activity checks its own input: workflows validate theirs, and this is the line the
+  // store is behind (a value that reaches a query unchecked could be a query operator).
+  const checkedRun = (run: unknown): PhaseInput => parseInput(runContextSchema, run, 'nightly run');
 
   return {
     async expirePhase(run: PhaseInput): Promise<{ expired: number }> {
+      run = checkedRun(run);
       return expirePhase(night(run), run, heartbeat);
     },
 
     async refreshPhase(run: PhaseInput): Promise<{ refreshed: number; rehydrated: number; queries: number }> {
+      run = checkedRun(run);
       return refreshPhase(night(run), run, policy, heartbeat);
     },
 
     async consolidatePhase(run: PhaseInput): Promise<{ summarised: number; lossySummaries: number }> {
-      return withTypedFailures(() =>
-        consolidatePhase(night(run), run, policy, (texts) => summarizer.summarize(texts), heartbeat),
-      );
+      run = checkedRun(run);
+      return consolidatePhase(night(run), run, policy, (texts) => summarizer.summarize(texts), heartbeat);
     },
 
     async supersedePhase(run: PhaseInput): Promise<{ superseded: number }> {
+      run = checkedRun(run);
       return supersedePhase(night(run), heartbeat);
     },
 
     async reclaimPhase(run: PhaseInput): Promise<{ spilled: number; evicted: number; hotBefore: number }> {
+      run = checkedRun(run);
       return reclaimPhase(night(run), run, policy, heartbeat);
     },
 
     /** The `runs` document of the run, with its counts and where the store stands. */
     async reportPhase(run: PhaseInput, counts: PhaseCounts): Promise<ConsolidationReport> {
+      run = checkedRun(run);
+      counts = parseInput(phaseCountsSchema, counts, 'phase counts');
       const [{ hot, cold }, tombstones] = await Promise.all([
         tierCounts(store, run.agentId),
         tombstoneCount(store, run.agentId),
@@ -128,6 +137,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
 
     /** The agents the nightly run fans out to (after `after`, for a continued run), and how many at once. */
     async nightlyAgents(input: { after?: string }): Promise<{ agentIds: string[]; concurrency: number }> {
+      input = parseInput(nightlyAgentsInputSchema, input, 'agent listing');
       const agentIds = (await registeredAgents(store)).filter(
         (a) => input.after === undefined || a > input.after,
       );
@@ -139,6 +149,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
       asOf: number;
       counts: Record<string, number>;
     }): Promise<void> {
+      input = parseInput(nightlyRecordSchema, input, 'nightly record');
       await recordRun(store, {
         _id: input.runId,
         kind: 'nightly',
@@ -155,22 +166,20 @@ export function createConsolidationActivities(store: Store, config: Config, summ
       at: number;
       freshUntil?: number;
     }): Promise<RestoreResult> {
-      return withTypedFailures(async () => {
-        const result = await restoreEntry(store, input.agentId, input.entryId, input);
-        if (!result)
-          throw new NotFoundError(`no entry ${input.entryId} for agent ${input.agentId}`, { ...input });
-        return result;
-      });
+      input = parseInput(restoreStepSchema, input, 'restore');
+      const result = await restoreEntry(store, input.agentId, input.entryId, input);
+      if (!result)
+        throw new NotFoundError(`no entry ${input.entryId} for agent ${input.agentId}`, { ...input });
+      return result;
     },
 
     // Erasure (I10), one step per activity; the forget workflow runs them in order.
 
     async forgetTombstone(input: { agentId: string; entryId: string; at: number }): Promise<void> {
-      return withTypedFailures(async () => {
-        if (!(await tombstoneErasure(store, input.agentId, input.entryId, input.at))) {
-          throw new NotFoundError(`no entry ${input.entryId} for agent ${input.agentId}`, { ...input });
-        }
-      });
+      input = parseInput(forgetStepSchema, input, 'forget');
+      if (!(await tombstoneErasure(store, input.agentId, input.entryId, input.at))) {
+        throw new NotFoundError(`no entry ${input.entryId} for agent ${input.agentId}`, { ...input });
+      }
     },
 
     /**
@@ -182,6 +191,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
       entryId: string;
       at: number;
     }): Promise<{ resummarised: string[]; removed: string[]; restored: string[] }> {
+      input = parseInput(forgetStepSchema, input, 'forget');
       const resummarised: string[] = [];
       const removed: string[] = [];
       for (const summary of await summariesDerivedFrom(store, input.agentId, input.entryId)) {
@@ -221,6 +231,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
       agentId: string;
       entryId: string;
     }): Promise<{ tiers: Tier[]; queriesRemoved: number }> {
+      input = parseInput(forgetInputSchema, input, 'forget');
       const tiers = await deleteEntry(store, input.agentId, input.entryId);
       const queriesRemoved = await eraseFromQueryLog(store, input.agentId, input.entryId);
       return { tiers, queriesRemoved };

@@ -4,6 +4,7 @@ import { createModels } from '../llm';
 import type { Store } from '../store/db';
 import { createAuditActivities } from './audit';
 import { createConsolidationActivities } from './consolidation';
+import { withTypedFailures } from './failures';
 import { createWriteActivities } from './write';
 
 export interface ActivityDeps {
@@ -15,11 +16,11 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   // The local models, or the OpenAI-compatible ones when OPENAI_BASE_URL is set.
   const models = createModels(deps.config);
-  return {
+  return withTypedFailures({
     ...createWriteActivities(deps.store, deps.policy),
     ...createAuditActivities(deps.store, deps.config, deps.policy, models),
     ...createConsolidationActivities(deps.store, deps.config, models.summarizer),
-  };
+  });
 }
 
 export type Activities = ReturnType<typeof createActivities>;

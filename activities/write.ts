@@ -1,4 +1,5 @@
-import { buildEntry, type MemoryPolicy, type WriteRequest } from '../core/entry';
+import { agentIdSchema, buildEntry, type MemoryPolicy, type WriteRequest } from '../core/entry';
+import { parseInput } from '../core/inputs';
 import { registerAgent } from '../store/agents';
 import type { Store } from '../store/db';
 import { entryId, insertNewEntries, type WriteStatus } from '../store/entries';
@@ -13,6 +14,7 @@ export function createWriteActivities(store: Store, policy: MemoryPolicy) {
   return {
     /** The agent joins the nightly fan-out; idempotent. */
     async registerAgent(agentId: string): Promise<void> {
+      agentId = parseInput(agentIdSchema, agentId, 'agent id');
       await registerAgent(store, agentId, Date.now());
     },
 

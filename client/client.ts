@@ -58,9 +58,9 @@ export class MemgateClient {
    * input is rejected here, entry by entry, before anything is sent.
    */
   async write(request: WriteRequestInput): Promise<WriteResult> {
-    const { agentId, entries } = parseWriteRequest(request, this.limits);
-    // Fixed before sending, so a resent write derives the same ids.
     const now = Date.now();
+    const { agentId, entries } = parseWriteRequest(request, this.limits, now);
+    // Fixed before sending, so a resent write derives the same ids.
     for (const e of entries) e.writtenAt ??= now;
     return { entries: await this.coalescer.write(agentId, entries) };
   }

@@ -1,9 +1,13 @@
 import { ActivityFailure, ChildWorkflowFailure, WorkflowFailedError, type Client } from '@temporalio/client';
-import { z } from 'zod';
 import type { ConsolidationReport } from '../activities/consolidation';
+import { assertNotAhead } from '../core/clock';
 import type { Config } from '../core/config';
-import { agentIdSchema, zodIssues } from '../core/entry';
-import { InvalidInputError } from '../core/errors';
+import {
+  consolidateAgentInputSchema,
+  forgetInputSchema,
+  parseInput,
+  restoreInputSchema,
+} from '../core/inputs';
 import type { RestoreResult } from '../store/lifecycle';
 import {
   consolidateAgent,
@@ -14,23 +18,6 @@ import {
   restoreWorkflowId,
 } from '../workflows/consolidation';
 import { fromTemporalFailure } from './errors';
-
-const epochMs = z.number().int().min(0).max(8.64e15);
-const entryIdSchema = z.string().min(1).max(256);
-
-const consolidateSchema = z.strictObject({ agentId: agentIdSchema, asOf: epochMs });
-const restoreSchema = z.strictObject({
-  agentId: agentIdSchema,
-  entryId: entryIdSchema,
-  freshUntil: epochMs.optional(),
-});
-const forgetSchema = z.strictObject({ agentId: agentIdSchema, entryId: entryIdSchema });
-
-function parse<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
-  const parsed = schema.safeParse(input);
-  if (!parsed.success) throw new InvalidInputError(`invalid ${what}`, zodIssues(parsed.error));
-  return parsed.data;
-}
 
 /** The failure a workflow or one of its activities raised, as the MemgateError it started as. */
 function unwrap(err: unknown): unknown {
@@ -67,7 +54,8 @@ export class LifecycleClient {
 
   /** Run one agent's nightly pass as of `asOf`; joins a run of the same agent and instant already under way. */
   async consolidate(input: { agentId: string; asOf: number }): Promise<ConsolidationReport> {
-    const { agentId, asOf } = parse(consolidateSchema, input, 'consolidation');
+    const { agentId, asOf } = parseInput(consolidateAgentInputSchema, input, 'consolidation');
+    assertNotAhead(asOf, Date.now(), 'asOf', 'consolidation');
     return run(() =>
       this.temporal.workflow.execute(consolidateAgent, {
         workflowId: consolidateAgentWorkflowId(agentId, asOf),
@@ -80,7 +68,7 @@ export class LifecycleClient {
 
   /** Reverse a supersession, or renew an expired volatile fact until `freshUntil`. */
   async restore(input: { agentId: string; entryId: string; freshUntil?: number }): Promise<RestoreResult> {
-    const request = parse(restoreSchema, input, 'restore');
+    const request = parseInput(restoreInputSchema, input, 'restore');
     return run(() =>
       this.temporal.workflow.execute(restore, {
         workflowId: restoreWorkflowId(request.agentId, request.entryId),
@@ -93,7 +81,7 @@ export class LifecycleClient {
 
   /** Erase an entry (I10); NotFoundError when the agent has no such entry. */
   async forget(input: { agentId: string; entryId: string }) {
-    const request = parse(forgetSchema, input, 'forget');
+    const request = parseInput(forgetInputSchema, input, 'forget');
     return run(() =>
       this.temporal.workflow.execute(forget, {
         workflowId: forgetWorkflowId(request.agentId, request.entryId),

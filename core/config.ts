@@ -10,7 +10,11 @@ import { EvictionBoundaryError, InvalidConfigError } from './errors';
 const port = z.coerce.number().int().min(1).max(65535);
 const positive = z.coerce.number().finite().positive();
 const fraction = z.coerce.number().finite().gt(0).lt(1);
-const count = z.coerce.number().int().positive();
+const count = z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+/** Ten years: beyond it, the half-life in milliseconds stops being a number decay can use. */
+const hours = positive.max(87_600);
+/** A share of capacity: reclaim cannot let hot grow past the capacity itself. */
+const share = positive.max(1);
 const text = z.string().trim().min(1);
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const clock = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'HH:MM, 24-hour');
@@ -124,8 +128,8 @@ export const CONFIG_SPECS = {
   }),
   halfLifeHours: spec({
     env: 'MEMGATE_HALF_LIFE_HOURS',
-    schema: positive,
-    allowed: 'a positive number of hours',
+    schema: hours,
+    allowed: 'a positive number of hours, at most 87600 (ten years)',
     default: '72',
     doc: 'salience half-life',
   }),
@@ -173,14 +177,14 @@ export const CONFIG_SPECS = {
   }),
   highWatermark: spec({
     env: 'MEMGATE_HIGH_WATERMARK',
-    schema: positive,
-    allowed: 'a positive fraction of capacity',
+    schema: share,
+    allowed: 'a positive fraction of capacity, at most 1',
     default: '1',
     doc: 'reclaim starts above capacity × this',
   }),
   lowWatermark: spec({
     env: 'MEMGATE_LOW_WATERMARK',
-    schema: positive,
+    schema: share,
     allowed: 'a positive fraction of capacity, at most the high watermark',
     default: '0.9',
     doc: 'reclaim stops at capacity × this',

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { atoms } from './atoms';
+import { assertNotAhead } from './clock';
 import { InvalidInputError, type Issue } from './errors';
 import { dormantAt, HOUR_MS, type Salience } from './salience';
 import { countTokens, terms } from './text';
@@ -93,7 +94,8 @@ export const agentIdSchema = z
     'an identifier of 1-128 of A-Z a-z 0-9 . _ : - (no $, no spaces)',
   );
 
-const epochMs = z.number().int().min(0).max(8.64e15);
+/** An instant in epoch milliseconds, within what a Date can hold. */
+export const epochMs = z.number().int().min(0).max(8.64e15);
 
 export interface WriteLimits {
   maxTextChars: number;
@@ -169,10 +171,17 @@ export function zodIssues(error: z.ZodError): Issue[] {
   return error.issues.map((i) => ({ path: i.path.map(String).join('.'), message: i.message }));
 }
 
-/** Parse or throw InvalidInputError; pure, so the workflow's Update validator can run it. */
-export function parseWriteRequest(input: unknown, limits: WriteLimits): WriteRequest {
+/**
+ * Parse or throw InvalidInputError; pure, so the workflow's Update validator can run it.
+ * `now` is the deciding clock: a write may not be dated past it by more than the clock skew
+ * allowed (its salience would start above its base).
+ */
+export function parseWriteRequest(input: unknown, limits: WriteLimits, now: number): WriteRequest {
   const parsed = writeRequestSchema(limits).safeParse(input);
   if (!parsed.success) throw new InvalidInputError('invalid write', zodIssues(parsed.error));
+  parsed.data.entries.forEach((e, i) => {
+    if (e.writtenAt !== undefined) assertNotAhead(e.writtenAt, now, `entries.${i}.writtenAt`, 'write');
+  });
   return parsed.data;
 }
 

@@ -60,9 +60,10 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
   setHandler(
     writeUpdate,
     async (raw) => {
-      const request = parseWriteRequest(raw, input.limits);
-      // Fixed here, inside history, so a retried persist derives the same ids.
+      // Date.now() in a workflow is the time of the task, recorded in history.
       const now = Date.now();
+      const request = parseWriteRequest(raw, input.limits, now);
+      // Fixed here, inside history, so a retried persist derives the same ids.
       for (const e of request.entries) e.writtenAt ??= now;
       const result = await new Promise<PersistedEntry[] | Error>((done) => pending.push({ request, done }));
       if (result instanceof Error) throw result;
@@ -71,7 +72,7 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
     {
       validator: (raw) => {
         try {
-          const request = parseWriteRequest(raw, input.limits);
+          const request = parseWriteRequest(raw, input.limits, Date.now());
           if (request.agentId !== input.agentId) {
             throw new InvalidInputError(
               `write for agent ${request.agentId} sent to the workflow of agent ${input.agentId}`,

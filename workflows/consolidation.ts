@@ -1,19 +1,44 @@
 import { defineSearchAttributeKey, SearchAttributeType, type RetryPolicy } from '@temporalio/common';
-import {
-  ApplicationFailure,
-  continueAsNew,
-  executeChild,
-  proxyActivities,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { continueAsNew, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { ConsolidationReport, PhaseCounts } from '../activities/consolidation';
-import { agentIdSchema } from '../core/entry';
+import { assertNotAhead } from '../core/clock';
+import {
+  consolidateAgentInputSchema,
+  forgetInputSchema,
+  parseInput,
+  phaseCountsSchema,
+  restoreInputSchema,
+  type ConsolidateAgentInput,
+  type ForgetInput,
+  type RestoreInput,
+} from '../core/inputs';
+import { agentIdSchema, epochMs } from '../core/entry';
+import { z } from 'zod';
+import { asApplicationFailure } from './failures';
 
-export interface ConsolidateAgentInput {
-  agentId: string;
-  /** The run's clock (epoch ms): every phase decides as of this instant. */
-  asOf: number;
+export type { ConsolidateAgentInput, ForgetInput, RestoreInput };
+
+/**
+ * A workflow's own input, validated before anything runs: a caller of the Temporal API need
+ * not have gone through the client. A bad one fails the workflow with a non-retryable
+ * InvalidInput.
+ */
+function validated<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
+  try {
+    return parseInput(schema, input, what);
+  } catch (err) {
+    throw asApplicationFailure(err);
+  }
+}
+
+/** A run may not decide as if a time to come had already come. */
+function notAhead(asOf: number, what: string): void {
+  try {
+    assertNotAhead(asOf, Date.now(), 'asOf', what);
+  } catch (err) {
+    throw asApplicationFailure(err);
+  }
 }
 
 /** The same agent and instant always make the same run, whose ledger records it rewrites. */
@@ -41,19 +66,10 @@ const phases = proxyActivities<Activities>({
   retry: RETRY,
 });
 
-function invalidInput(message: string): ApplicationFailure {
-  return ApplicationFailure.create({ type: 'InvalidInput', message, nonRetryable: true });
-}
-
-function assertRunInput(input: ConsolidateAgentInput): void {
-  if (!agentIdSchema.safeParse(input.agentId).success) throw invalidInput(`invalid agentId ${input.agentId}`);
-  if (!Number.isSafeInteger(input.asOf) || input.asOf < 0)
-    throw invalidInput('asOf must be epoch milliseconds');
-}
-
 /** One agent's nightly pass, each phase its own activity (design 5); its result is the counts. */
-export async function consolidateAgent(input: ConsolidateAgentInput): Promise<ConsolidationReport> {
-  assertRunInput(input);
+export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<ConsolidationReport> {
+  const input = validated(consolidateAgentInputSchema, raw, 'consolidation');
+  notAhead(input.asOf, 'consolidation');
   const run = {
     agentId: input.agentId,
     asOf: input.asOf,
@@ -77,21 +93,23 @@ export async function consolidateAgent(input: ConsolidateAgentInput): Promise<Co
   return phases.reportPhase(run, counts);
 }
 
-export interface NightlyInput {
-  /** Defaults to the time the Schedule meant this run for (so a backfill replays that night). */
-  asOf?: number;
-  /** A continued run picks up after this agent id. */
-  after?: string;
-  carried?: NightlyResult;
-}
+const nightlyResultSchema = z.strictObject({
+  asOf: epochMs,
+  agents: z.number().int().min(0),
+  completed: z.number().int().min(0),
+  failed: z.array(z.strictObject({ agentId: agentIdSchema, error: z.string() })),
+  totals: phaseCountsSchema,
+});
+export type NightlyResult = z.output<typeof nightlyResultSchema>;
 
-export interface NightlyResult {
-  asOf: number;
-  agents: number;
-  completed: number;
-  failed: { agentId: string; error: string }[];
-  totals: PhaseCounts;
-}
+const nightlyInputSchema = z.strictObject({
+  /** Defaults to the time the Schedule meant this run for (so a backfill replays that night). */
+  asOf: epochMs.optional(),
+  /** A continued run picks up after this agent id. */
+  after: agentIdSchema.optional(),
+  carried: nightlyResultSchema.optional(),
+});
+export type NightlyInput = z.input<typeof nightlyInputSchema>;
 
 const scheduledStartTime = defineSearchAttributeKey(
   'TemporalScheduledStartTime',
@@ -114,9 +132,11 @@ const EMPTY_COUNTS: PhaseCounts = {
  * work, at most `MEMGATE_CONSOLIDATION_CONCURRENCY` at once. An agent whose run fails is
  * reported, not retried here; the others still finish.
  */
-export async function nightlyConsolidation(input: NightlyInput = {}): Promise<NightlyResult> {
+export async function nightlyConsolidation(raw: NightlyInput = {}): Promise<NightlyResult> {
+  const input = validated(nightlyInputSchema, raw, 'nightly run');
   const asOf =
     input.asOf ?? workflowInfo().typedSearchAttributes.get(scheduledStartTime)?.getTime() ?? Date.now();
+  notAhead(asOf, 'nightly run');
   const { agentIds, concurrency } = await phases.nightlyAgents({
     ...(input.after && { after: input.after }),
   });
@@ -173,13 +193,6 @@ export async function nightlyConsolidation(input: NightlyInput = {}): Promise<Ni
   return result;
 }
 
-export interface RestoreInput {
-  agentId: string;
-  entryId: string;
-  /** Renew an expired volatile fact until this instant (epoch ms). */
-  freshUntil?: number;
-}
-
 const oneShot = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: RETRY });
 
 export function restoreWorkflowId(agentId: string, entryId: string): string {
@@ -187,14 +200,9 @@ export function restoreWorkflowId(agentId: string, entryId: string): string {
 }
 
 /** `memgate restore`: reverse a supersession (or renew an expired fact), with a ledger record. */
-export async function restore(input: RestoreInput) {
-  if (!agentIdSchema.safeParse(input.agentId).success) throw invalidInput(`invalid agentId ${input.agentId}`);
+export async function restore(raw: RestoreInput) {
+  const input = validated(restoreInputSchema, raw, 'restore');
   return oneShot.restoreEntry({ ...input, at: Date.now() });
-}
-
-export interface ForgetInput {
-  agentId: string;
-  entryId: string;
 }
 
 export function forgetWorkflowId(agentId: string, entryId: string): string {
@@ -206,8 +214,8 @@ export function forgetWorkflowId(agentId: string, entryId: string): string {
  * is rebuilt without it or removed and flagged, then the entry leaves both tiers and the
  * query log. Each step is idempotent, so the workflow can be rerun at any point.
  */
-export async function forget(input: ForgetInput) {
-  if (!agentIdSchema.safeParse(input.agentId).success) throw invalidInput(`invalid agentId ${input.agentId}`);
+export async function forget(raw: ForgetInput) {
+  const input = validated(forgetInputSchema, raw, 'forget');
   const step = { ...input, at: Date.now() };
   await oneShot.forgetTombstone(step);
   const derived = await phases.forgetDerived(step);

@@ -133,6 +133,7 @@ export class SimStore {
     const { entries } = parseWriteRequest(
       { agentId: this.agentId, entries: [event.entry] },
       this.policy.limits,
+      event.at,
     );
     const input = entries[0]!;
     const id = entryId(this.agentId, { idempotencyKey: event.entry.idempotencyKey });

@@ -26,6 +26,10 @@ describe('configuration', () => {
     ['MEMGATE_GATE_THRESHOLD', 'abc'],
     ['MEMGATE_GATE_THRESHOLD', '1.5'],
     ['MEMGATE_HALF_LIFE_HOURS', '-3'],
+    // In milliseconds this overflows to Infinity: nothing would ever decay.
+    ['MEMGATE_HALF_LIFE_HOURS', '1e306'],
+    ['MEMGATE_HOT_CAPACITY', '1e300'],
+    ['MEMGATE_HIGH_WATERMARK', '1e308'],
     ['MEMGATE_TEMPORAL_PORT', '70000'],
     ['MEMGATE_MAX_ENTRIES_PER_WRITE', '2.5'],
     ['MONGODB_URI', 'http://localhost'],

@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { agentIdSchema, epochMs, zodIssues } from './entry';
+import { InvalidInputError } from './errors';
+
+/**
+ * What every workflow and activity accepts. Each validates its own input with these (the
+ * client does too, before sending): a caller of the Temporal API reaches a workflow without
+ * the client, and a value that reaches a store query unchecked could be a query operator.
+ */
+
+/** An entry id as memgate makes them (base64url digests); never an object, never a `$` operator. */
+export const entryIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9_-]{1,64}$/, 'an entry id: 1-64 of A-Z a-z 0-9 _ -');
+
+export const consolidateAgentInputSchema = z.strictObject({ agentId: agentIdSchema, asOf: epochMs });
+export type ConsolidateAgentInput = z.output<typeof consolidateAgentInputSchema>;
+
+export const runContextSchema = z.strictObject({
+  agentId: agentIdSchema,
+  asOf: epochMs,
+  runId: z.string().min(1).max(300),
+});
+
+const tally = z.number().int().min(0);
+
+/** What one agent's nightly run did, phase by phase. */
+export const phaseCountsSchema = z.strictObject({
+  expired: tally,
+  refreshed: tally,
+  rehydrated: tally,
+  summarised: tally,
+  lossySummaries: tally,
+  superseded: tally,
+  spilled: tally,
+  evicted: tally,
+});
+export type PhaseCounts = z.output<typeof phaseCountsSchema>;
+
+export const nightlyRecordSchema = z.strictObject({
+  runId: z.string().min(1).max(300),
+  asOf: epochMs,
+  counts: z.record(z.string().max(64), tally),
+});
+
+export const restoreInputSchema = z.strictObject({
+  agentId: agentIdSchema,
+  entryId: entryIdSchema,
+  /** Renew an expired volatile fact until this instant (epoch ms). */
+  freshUntil: epochMs.optional(),
+});
+export type RestoreInput = z.output<typeof restoreInputSchema>;
+
+export const forgetInputSchema = z.strictObject({ agentId: agentIdSchema, entryId: entryIdSchema });
+export type ForgetInput = z.output<typeof forgetInputSchema>;
+
+/** A step of erasure or restore, with the instant the workflow fixed for it. */
+export const forgetStepSchema = forgetInputSchema.extend({ at: epochMs });
+export const restoreStepSchema = restoreInputSchema.extend({ at: epochMs });
+
+export const nightlyAgentsInputSchema = z.strictObject({ after: agentIdSchema.optional() });
+
+/** Parse or throw InvalidInputError naming `what` and each offending field. */
+export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
+  const parsed = schema.safeParse(input);
+  if (!parsed.success) throw new InvalidInputError(`invalid ${what}`, zodIssues(parsed.error));
+  return parsed.data;
+}
