@@ -5,6 +5,7 @@ import { registerImpossibleCommands } from './commands/impossible';
 import { registerLifecycleCommands } from './commands/lifecycle';
 import { registerMemoryCommands } from './commands/memory';
 import { registerStackCommands } from './commands/stack';
+import { registerVerifyCommands } from './commands/verify';
 import { registerWorkerCommands } from './commands/worker';
 import { registerWindowCommands } from './commands/window';
 
@@ -20,13 +21,15 @@ export function buildProgram(): Command {
   registerImpossibleCommands(program);
   registerWindowCommands(program);
   registerLifecycleCommands(program);
+  registerVerifyCommands(program);
   return program;
 }
 
 export async function main(argv: string[]): Promise<number> {
   try {
     await buildProgram().parseAsync(argv);
-    return 0;
+    // A command whose answer is "no" (verify) sets the exit code rather than throwing.
+    return Number(process.exitCode ?? 0);
   } catch (err) {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
     if (err instanceof MemgateError) {

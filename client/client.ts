@@ -12,6 +12,8 @@ import {
 import { parseRecallRequest, type RecallRequestInput } from '../core/recall';
 import { openStore, type Store } from '../store/db';
 import { recall, type RecallResult } from '../store/recall';
+import { verifyStore, type VerifyReport } from '../store/verify';
+import { parseInput, verifyRequestSchema } from '../core/inputs';
 import { agentMemory, agentMemoryWorkflowId, writeUpdate, type WriteResult } from '../workflows/agentMemory';
 import { WriteCoalescer } from '../core/writeCoalescer';
 import { fromTemporalFailure } from './errors';
@@ -104,6 +106,18 @@ export class MemgateClient {
 
   async recall(request: RecallRequestInput): Promise<RecallResult> {
     return recall(this.store, parseRecallRequest(request), this.policy);
+  }
+
+  /**
+   * Whether the store keeps its promises (store/verify.ts): every id accounted for, one copy
+   * per entry, no erased content, every stand-in standing. Reads in batches; one agent or all.
+   */
+  async verify(request: { agentId?: string } = {}): Promise<VerifyReport> {
+    const { agentId } = parseInput(verifyRequestSchema, request, 'verify');
+    return verifyStore(this.store, {
+      ...(agentId !== undefined && { agentId }),
+      batch: this.config.lifecycleBatch,
+    });
   }
 
   async close(): Promise<void> {

@@ -58,6 +58,8 @@ export type ForgetInput = z.output<typeof forgetInputSchema>;
 export const forgetStepSchema = forgetInputSchema.extend({ at: epochMs });
 export const restoreStepSchema = restoreInputSchema.extend({ at: epochMs });
 
+export const verifyRequestSchema = z.strictObject({ agentId: agentIdSchema.optional() });
+
 export const nightlyAgentsInputSchema = z.strictObject({ after: agentIdSchema.optional() });
 
 /** Parse or throw InvalidInputError naming `what` and each offending field. */

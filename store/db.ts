@@ -24,6 +24,14 @@ export interface LedgerRecord {
 }
 
 /** What stands in for a deleted entry. Holds terms, never content (I10). */
+/** The reason on an erasure's tombstone (`memgate forget`); a summary removed with it says why after a colon. */
+export const ERASED = 'erased';
+
+/** The tombstone of an erasure, or of a summary removed because one of its sources was erased. */
+export function isErasure(stone: Pick<Tombstone, 'reason'>): boolean {
+  return stone.reason === ERASED || stone.reason.startsWith(`${ERASED}:`);
+}
+
 export interface Tombstone {
   _id: string;
   agentId: string;
@@ -34,6 +42,8 @@ export interface Tombstone {
   deletedAt: number;
   /** `erased`: the stand-in was itself removed by an erasure (I10); it stands in for nothing now. */
   standIn?: { summaryId: string; lossy: boolean; erased?: boolean };
+  /** An evicted entry's fact atoms: what a lossless stand-in must hold (`memgate verify`). */
+  atoms?: string[];
   runId?: string;
 }
 
@@ -84,6 +94,8 @@ export interface AgentRecord {
  */
 export interface EntryIdRecord {
   _id: string;
+  /** Whose id it is: `memgate verify` accounts for every id an agent was ever given. */
+  agentId: string;
 }
 
 export interface Collections {
@@ -211,8 +223,8 @@ export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string,
   termStats: [{ agentId: 1 }],
   // Read whole by the nightly fan-out: one small document per agent.
   agents: [],
-  // Read by `_id` only.
-  entryIds: [],
+  // The write path reads it by `_id`; `memgate verify` lists an agent's ids.
+  entryIds: [{ agentId: 1 }],
 };
 
 /** Idempotent. */

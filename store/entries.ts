@@ -4,6 +4,7 @@ import type { Entry, Provenance, Tier } from '../core/entry';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
 import { insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
+import { withdrawErased } from './lifecycle';
 import { documentFrequencies, termKey } from './terms';
 
 /** Deterministic `_id`: a retried write lands on the same document. */
@@ -68,13 +69,14 @@ async function presentIds<T extends { _id: string }>(
 export async function insertNewEntries(store: Store, entries: Entry[]): Promise<Map<string, WriteStatus>> {
   const status = new Map<string, WriteStatus>();
   if (entries.length === 0) return status;
-  const ids = [...new Set(entries.map((e) => e._id))];
+  const owner = new Map(entries.map((e) => [e._id, e.agentId]));
+  const ids = [...owner.keys()];
   // Only an id stored before can be in cold or behind a tombstone: one batch insert into the
   // registry of ids tells them apart, and only those cost two point reads.
   const seen = [
     ...(await insertIgnoringExisting(
       store.entryIds,
-      ids.map((_id) => ({ _id })),
+      ids.map((_id) => ({ _id, agentId: owner.get(_id)! })),
     )),
   ];
   const [inCold, tombstoned] = await Promise.all([
@@ -98,7 +100,39 @@ export async function insertNewEntries(store: Store, entries: Entry[]): Promise<
       status.set(fresh[we.index]!._id, 'existing');
     }
   }
+  await settleReplays(
+    store,
+    fresh.filter((e) => seen.includes(e._id) && status.get(e._id) === 'created'),
+    status,
+  );
   return status;
+}
+
+/**
+ * A replay passed the guard above and found hot free of its id, but the entry may have moved
+ * or gone in between. An erasure wins (see withdrawErased); after an eviction or a move to
+ * cold, the replay's own copy leaves hot. Only its own: the delete matches the version it
+ * inserted, never a rehydration's newer copy.
+ */
+async function settleReplays(
+  store: Store,
+  replays: Entry[],
+  status: Map<string, WriteStatus>,
+): Promise<void> {
+  for (const e of replays) {
+    const own = { _id: e._id, agentId: e.agentId, version: e.version };
+    if ((await withdrawErased(store, e.agentId, [e._id])).size > 0) {
+      status.set(e._id, 'deleted');
+    } else if (
+      await store.tombstones.findOne({ _id: e._id, agentId: e.agentId }, { projection: { _id: 1 } })
+    ) {
+      await store.hot.deleteOne(own);
+      status.set(e._id, 'deleted');
+    } else if (await store.cold.findOne({ _id: e._id, agentId: e.agentId }, { projection: { _id: 1 } })) {
+      await store.hot.deleteOne(own);
+      status.set(e._id, 'existing');
+    }
+  }
 }
 
 export interface CandidateFilter {

@@ -1,6 +1,6 @@
 import type { Entry } from '../core/entry';
 import { restorePatch } from '../core/lifecycle';
-import type { Store } from './db';
+import { ERASED, type Store } from './db';
 import { termKeys } from './entries';
 import { annotate, deleteEntry, findById, locateEntry, TIERS, tierCollection } from './lifecycle';
 
@@ -9,8 +9,6 @@ import { annotate, deleteEntry, findById, locateEntry, TIERS, tierCollection } f
  * derived from it; what stays behind is a tombstone with no content. Each step is
  * idempotent and keyed by the entry id, so the erasure workflow can rerun any of them.
  */
-
-export const ERASED = 'erased';
 
 /** The content-free tombstone and the ledger record; false when there is nothing to erase. */
 export async function tombstoneErasure(

@@ -23,6 +23,7 @@ import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOut
 import { countArrived, countDeleted, countMoved } from './agents';
 import {
   bulkWriteInCommands,
+  isErasure,
   insertIgnoringExisting,
   UPDATES_PER_COMMAND,
   type LedgerRecord,
@@ -80,6 +81,7 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
     get: (tier, id) => findById(tierCollection(store, tier), agentId, id),
     async put(tier, doc) {
       await tierCollection(store, tier).replaceOne({ _id: doc._id, agentId }, doc, { upsert: true });
+      await withdrawErased(store, agentId, [doc._id]);
     },
     // A delete that matches ends a move: the entry is now in the other tier only.
     async removeVersion(tier, id, version) {
@@ -100,6 +102,11 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
             replaceOne: { filter: { _id: doc._id, agentId }, replacement: doc, upsert: true },
           })),
         { ordered: true },
+      );
+      await withdrawErased(
+        store,
+        agentId,
+        docs.map((d) => d._id),
       );
     },
     async removeVersions(tier, keys) {
@@ -405,6 +412,7 @@ export async function evictEntry(
       reason: step.why,
       deletedAt: ctx.asOf,
       ...(step.standIn ? { standIn: step.standIn } : {}),
+      atoms: entry.atoms,
       runId: ctx.runId,
     },
     { upsert: true },
@@ -415,6 +423,26 @@ export async function evictEntry(
     ...(step.standIn ? { standIn: step.standIn } : {}),
   });
   await deleteEntry(store, ctx.agentId, entry._id);
+}
+
+/**
+ * Erasure wins (I10). `forget` writes its tombstone before it deletes; every writer of a copy
+ * (a move to the other tier, a summary, a replayed write) writes first and looks for an
+ * erasure tombstone after, so in any interleaving one of the two removes the copy. Returns
+ * the ids withdrawn. `deleteEntry` may then count a copy that was never counted: counts err
+ * low, never high.
+ */
+export async function withdrawErased(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  const stones = await Promise.all(
+    ids.map((_id) => store.tombstones.findOne({ _id, agentId }, { projection: { reason: 1 } })),
+  );
+  const withdrawn = ids.filter((_, i) => stones[i] && isErasure(stones[i]));
+  for (const id of withdrawn) await deleteEntry(store, agentId, id);
+  return new Set(withdrawn);
 }
 
 /**
@@ -447,19 +475,23 @@ export function summaryId(agentId: string, sourceIds: readonly string[]): string
 
 /**
  * Store a summary (unless either tier already holds it) and record on each source that it
- * is subsumed, and whether losslessly (key B of the two-key check).
+ * is subsumed, and whether losslessly (key B of the two-key check). Returns a source erased
+ * since the cluster was read, if any: the summary holds its content and must go too (the
+ * erasure found no summary to rebuild when it looked); the caller removes it as erasure does.
  */
 export async function writeSummary(
   store: Store,
   ctx: RunContext,
   summary: Entry,
   lossless: ReadonlyMap<string, boolean>,
-): Promise<void> {
+): Promise<{ erasedSource?: string }> {
   // Counted into hot as it lands (a crash in between leaves the count low until reclaim's
   // next full read sets it), so tonight's reclaim sees it.
   if ((await insertNewEntries(store, [summary])).get(summary._id) === 'created') {
     await countArrived(store, ctx.agentId, 1);
   }
+  const [erasedSource] = await withdrawErased(store, ctx.agentId, summary.derivedFrom ?? []);
+  if (erasedSource !== undefined) return { erasedSource };
   await recordEvent(store, ctx, 'summarise', summary._id, 'near-duplicate cluster merged', {
     derivedFrom: summary.derivedFrom,
     lossy_summary: summary.lossy_summary,
@@ -475,6 +507,7 @@ export async function writeSummary(
           },
     );
   }
+  return {};
 }
 
 // Supersede and restore -----------------------------------------------------------------

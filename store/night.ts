@@ -1,6 +1,7 @@
 import type { Entry, PendingWork } from '../core/entry';
 import type { Located, NightRun, NightStore } from '../core/nightly';
 import { awaitsCounting } from '../core/lifecycle';
+import { removeSummary } from './forget';
 import { dayOf } from '../core/salience';
 import type { ReclaimEntry } from '../core/reclaim';
 import { countArrived, setHotCount, tierCounts } from './agents';
@@ -163,7 +164,11 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       for (const step of steps.filter((s) => s.tier === 'cold')) await rehydrateEntry(store, run, step);
     },
     dropLiveKeys: (since) => dropLiveKeys(store, run, since),
-    writeSummary: (summary: Entry, lossless) => writeSummary(store, run, summary, lossless),
+    async writeSummary(summary: Entry, lossless) {
+      const { erasedSource } = await writeSummary(store, run, summary, lossless);
+      if (erasedSource !== undefined)
+        await removeSummary(store, agentId, summary._id, erasedSource, run.asOf);
+    },
     supersede: (step) => supersedeEntry(store, run, step.olderId, step.newerId),
     spill: async (spills) => {
       await spillEntries(store, run, spills);

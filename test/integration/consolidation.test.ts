@@ -7,6 +7,7 @@ import { DAY_MS, HOUR_MS, salienceAt } from '../../core/salience';
 import { consolidateAgentWorkflowId } from '../../workflows/consolidation';
 import { failOnce } from '../support/faults';
 import { startTestEnv, type TestEnv } from '../support/env';
+import { expectVerified } from '../support/verify';
 
 /** Half-life 72 h, gate 0.15, a hot tier of 20 entries that reclaims down to 16. */
 const SETTINGS = {
@@ -100,6 +101,7 @@ async function expectNothingLostOrDoubled(agentId: string, ids: string[]) {
     const { hot, cold, stone } = await tiersOf(agentId, id);
     expect({ id, placed: hot + cold + stone }).toEqual({ id, placed: 1 });
   }
+  await expectVerified(env, agentId);
 }
 
 const NOTICE_QUERY = "What is the supplier's notice period?";

@@ -4,6 +4,7 @@ import { NotFoundError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
+import { expectVerified } from '../support/verify';
 
 const T0 = Date.UTC(2025, 4, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
@@ -92,6 +93,7 @@ describe('forget (I10)', () => {
     await expect(lifecycle.forget({ agentId, entryId: 'never-written' })).rejects.toBeInstanceOf(
       NotFoundError,
     );
+    await expectVerified(env, agentId);
   }, 300_000);
 
   it('removes and flags a summary that cannot be rebuilt because a co-source was evicted', async () => {
@@ -140,6 +142,7 @@ describe('forget (I10)', () => {
       (await env.store.hot.countDocuments({ _id: summaryId })) +
         (await env.store.cold.countDocuments({ _id: summaryId })),
     ).toBe(0);
+    await expectVerified(env, agentId);
   }, 300_000);
 });
 

@@ -6,6 +6,7 @@ import { DAY_MS } from '../../core/salience';
 import { agentMemoryWorkflowId } from '../../workflows/agentMemory';
 import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
+import { expectVerified } from '../support/verify';
 
 /**
  * Every workflow validates its own input: a caller of the Temporal API (any language, no
@@ -43,6 +44,7 @@ async function untouched(agentId: string, ids: string[]): Promise<void> {
   expect(await env.store.cold.countDocuments({ agentId })).toBe(0);
   expect(await env.store.tombstones.countDocuments({ agentId })).toBe(0);
   expect(await env.store.queries.countDocuments({ agentId })).toBe(1);
+  await expectVerified(env, agentId);
 }
 
 /** The workflow failed with a typed, non-retryable InvalidInput naming the field. */

@@ -3,6 +3,7 @@ import { stackScenario } from '../../bench/seed30/scenario';
 import { simulate, type SimulationRun } from '../../bench/seed30/simulate';
 import { compareDecisions, runThroughStack, type StackRun } from '../../bench/seed30/stack';
 import { startTestEnv, type TestEnv } from '../support/env';
+import { expectVerified } from '../support/verify';
 
 /**
  * The seed's 30-day scenario, scaled down to 360 entries and 10 days: the workload through
@@ -17,10 +18,11 @@ describe('seed 30-day scenario, scaled down, through the real stack', () => {
   let memgate: SimulationRun;
   let baseline: SimulationRun;
   let stack: StackRun;
+  let agentId: string;
 
   beforeAll(async () => {
     env = await startTestEnv(overrides);
-    const agentId = env.agent('seed30');
+    agentId = env.agent('seed30');
     memgate = await simulate(params, env.config, 'memgate', { agentId, keepNights: true });
     baseline = await simulate(params, env.config, 'salience-deletion', { agentId });
     stack = await runThroughStack(env.client, env.config, params, agentId);
@@ -39,6 +41,10 @@ describe('seed 30-day scenario, scaled down, through the real stack', () => {
     for (const kind of ['refresh', 'rehydrate', 'summarise', 'supersede', 'spill', 'expire'] as const) {
       expect(comparison.counts[kind], kind).toBeGreaterThan(0);
     }
+  });
+
+  it('leaves a store memgate verify passes', async () => {
+    await expectVerified(env, agentId);
   });
 
   it('answers every judged question with the current value, as the simulation does', () => {

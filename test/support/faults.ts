@@ -1,7 +1,7 @@
 import type { Tier } from '../../core/entry';
 import type { Store } from '../../store/db';
 
-type Method = 'deleteOne' | 'replaceOne' | 'updateOne' | 'bulkWrite';
+type Method = 'deleteOne' | 'replaceOne' | 'updateOne' | 'bulkWrite' | 'insertMany';
 
 /** Which calls a fault may fire on (all, unless narrowed by their arguments). */
 type CallMatch = (args: unknown[]) => boolean;
@@ -54,12 +54,13 @@ export function failOnce(
   return interceptOnce(store, tier, method, before, true, matches);
 }
 
-/** Something else writes right before the next call (a concurrent change). */
+/** Something else writes right before the next matching call (a concurrent change). */
 export function interleaveOnce(
   store: Store,
   tier: Tier,
   method: Method,
   write: () => Promise<void>,
+  matches?: CallMatch,
 ): () => void {
-  return interceptOnce(store, tier, method, write, false);
+  return interceptOnce(store, tier, method, write, false, matches);
 }

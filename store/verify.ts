@@ -1,0 +1,155 @@
+import type { Entry, Tier } from '../core/entry';
+import { registeredAgents } from './agents';
+import { isErasure, type Store, type Tombstone } from './db';
+import { inBatches, TIERS, tierCollection } from './lifecycle';
+
+/**
+ * `memgate verify`: the store's promises, checked from what it holds (design: never silently
+ * lose a fact, keep none it was told to forget).
+ * - `unaccounted`: an id the agent was given is in neither tier and behind no tombstone.
+ * - `in-both-tiers`: a move left two copies (only ever transient, while a run is under way).
+ * - `resurrected`: an entry is stored although a tombstone says it was deleted or erased.
+ * - `erased-content`: an erased entry's content or id lives on in a summary built from it, in
+ *   the query log, or in its tombstone's terms.
+ * - `stand-in-missing` / `stand-in-inactive` / `stand-in-not-lossless`: an eviction tombstone
+ *   names a summary that is gone or no longer active, or that lacks an atom of the deleted
+ *   entry although it claimed to hold them all.
+ */
+export type VerifyCheck =
+  | 'unaccounted'
+  | 'in-both-tiers'
+  | 'resurrected'
+  | 'erased-content'
+  | 'stand-in-missing'
+  | 'stand-in-inactive'
+  | 'stand-in-not-lossless';
+
+export interface VerifyFinding {
+  check: VerifyCheck;
+  agentId: string;
+  id: string;
+  detail: string;
+}
+
+export interface VerifyReport {
+  ok: boolean;
+  agents: number;
+  /** How many ids, tombstones and query-log records were read. */
+  checked: { ids: number; tombstones: number };
+  findings: VerifyFinding[];
+}
+
+/** Every registered agent (or one), read in batches of `batch`. */
+export async function verifyStore(
+  store: Store,
+  opts: { agentId?: string; batch: number },
+): Promise<VerifyReport> {
+  const agents = opts.agentId !== undefined ? [opts.agentId] : await registeredAgents(store);
+  const report: VerifyReport = {
+    ok: true,
+    agents: agents.length,
+    checked: { ids: 0, tombstones: 0 },
+    findings: [],
+  };
+  for (const agentId of agents) {
+    await verifyIds(store, agentId, opts.batch, report);
+    await verifyTombstones(store, agentId, opts.batch, report);
+  }
+  report.ok = report.findings.length === 0;
+  return report;
+}
+
+/** Each id the agent was ever given (the write path's registry): where is it now? */
+async function verifyIds(store: Store, agentId: string, batch: number, report: VerifyReport): Promise<void> {
+  for await (const records of inBatches(store.entryIds, { agentId }, batch)) {
+    const ids = records.map((r) => r._id);
+    report.checked.ids += ids.length;
+    const [hot, cold, stones] = await Promise.all([
+      present(store, 'hot', agentId, ids),
+      present(store, 'cold', agentId, ids),
+      presentStones(store, agentId, ids),
+    ]);
+    for (const id of ids) {
+      const where = [hot.has(id) && 'hot', cold.has(id) && 'cold'].filter(Boolean).join(' and ');
+      if (!where && !stones.has(id)) {
+        report.findings.push({
+          check: 'unaccounted',
+          agentId,
+          id,
+          detail: 'in neither tier, and no tombstone',
+        });
+      }
+      if (hot.has(id) && cold.has(id)) {
+        report.findings.push({ check: 'in-both-tiers', agentId, id, detail: 'a copy in hot and in cold' });
+      }
+      if (where && stones.has(id)) {
+        report.findings.push({
+          check: 'resurrected',
+          agentId,
+          id,
+          detail: `stored in ${where} behind a tombstone (${stones.get(id)!.reason})`,
+        });
+      }
+    }
+  }
+}
+
+/** What each tombstone promises: erased content is gone, a stand-in stands in. */
+async function verifyTombstones(
+  store: Store,
+  agentId: string,
+  batch: number,
+  report: VerifyReport,
+): Promise<void> {
+  for await (const stones of inBatches(store.tombstones, { agentId }, batch)) {
+    report.checked.tombstones += stones.length;
+    for (const stone of stones) {
+      if (isErasure(stone)) await verifyErased(store, agentId, stone, report);
+      else if (stone.standIn && !stone.standIn.erased) await verifyStandIn(store, agentId, stone, report);
+    }
+  }
+}
+
+async function verifyErased(store: Store, agentId: string, stone: Tombstone, report: VerifyReport) {
+  const id = stone._id;
+  const found = (detail: string) => report.findings.push({ check: 'erased-content', agentId, id, detail });
+  if (stone.terms.length > 0 || stone.termKeys.length > 0) found('its tombstone still holds terms');
+  for (const tier of TIERS) {
+    const summaries = await tierCollection(store, tier)
+      .find({ agentId, derivedFrom: id }, { projection: { _id: 1 } })
+      .toArray();
+    for (const s of summaries) found(`summary ${s._id} in ${tier} is built from it`);
+  }
+  const queries = await store.queries.find({ agentId, hitIds: id }, { projection: { _id: 1 } }).toArray();
+  if (queries.length > 0) found(`${queries.length} logged recalls returned it`);
+}
+
+async function verifyStandIn(store: Store, agentId: string, stone: Tombstone, report: VerifyReport) {
+  const { summaryId, lossy } = stone.standIn!;
+  const finding = (check: VerifyCheck, detail: string) =>
+    report.findings.push({ check, agentId, id: stone._id, detail });
+  let summary: Entry | null = null;
+  for (const tier of TIERS)
+    summary ??= await tierCollection(store, tier).findOne({ _id: summaryId, agentId });
+  if (!summary) return void finding('stand-in-missing', `its stand-in ${summaryId} is stored nowhere`);
+  if (!summary.isActive) finding('stand-in-inactive', `its stand-in ${summaryId} is superseded`);
+  if (!lossy && stone.atoms) {
+    const held = new Set(summary.atoms);
+    const lost = stone.atoms.filter((a) => !held.has(a));
+    if (lost.length > 0) {
+      finding('stand-in-not-lossless', `its lossless stand-in ${summaryId} lacks ${lost.join(', ')}`);
+    }
+  }
+}
+
+async function present(store: Store, tier: Tier, agentId: string, ids: string[]): Promise<Set<string>> {
+  const found = await Promise.all(
+    ids.map((_id) => tierCollection(store, tier).findOne({ _id, agentId }, { projection: { _id: 1 } })),
+  );
+  return new Set(found.flatMap((d) => (d ? [d._id] : [])));
+}
+
+async function presentStones(store: Store, agentId: string, ids: string[]): Promise<Map<string, Tombstone>> {
+  const found = await Promise.all(ids.map((_id) => store.tombstones.findOne({ _id, agentId })));
+  return new Map(found.flatMap((d) => (d ? [[d._id, d] as const] : [])));
+}

@@ -1,0 +1,211 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LifecycleClient } from '../../client/lifecycle';
+import type { Entry } from '../../core/entry';
+import { DAY_MS, HOUR_MS } from '../../core/salience';
+import { interleaveOnce } from '../support/faults';
+import { startTestEnv, type TestEnv } from '../support/env';
+import { expectVerified } from '../support/verify';
+
+/**
+ * Erasure wins (I10) over a nightly run of the same agent under way: `forget` lands between
+ * a phase's read of an entry and its write of a copy (a spill to cold, a rehydration to hot,
+ * a summary built from it). Whatever the interleaving, the erased content is nowhere after.
+ */
+const T0 = Date.UTC(2025, 5, 1);
+const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
+
+let env: TestEnv;
+let lifecycle: LifecycleClient;
+
+beforeAll(async () => {
+  env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '4', MEMGATE_LOW_WATERMARK: '0.5' });
+  lifecycle = new LifecycleClient(env.client.temporal, env.config);
+});
+afterAll(async () => {
+  await env?.close();
+});
+
+const SECRET = 'The vault combination is 31-41-59.';
+
+/** Everything the agent has stored anywhere, as one string to search for erased content. */
+async function everything(agentId: string): Promise<string> {
+  const s = env.store;
+  return JSON.stringify(
+    await Promise.all(
+      [s.hot, s.cold, s.tombstones, s.queries, s.ledger, s.runs].map((c) =>
+        (c as typeof s.hot).find({ agentId }).toArray(),
+      ),
+    ),
+  );
+}
+
+async function expectErased(agentId: string, id: string): Promise<void> {
+  await expectVerified(env, agentId);
+  expect(await env.store.hot.countDocuments({ _id: id })).toBe(0);
+  expect(await env.store.cold.countDocuments({ _id: id })).toBe(0);
+  expect(await env.store.tombstones.findOne({ _id: id })).toMatchObject({ reason: 'erased', terms: [] });
+  expect(await everything(agentId)).not.toMatch(/31-41-59|vault combination/);
+  // Nothing points at a summary that is gone.
+  for (const e of [
+    ...(await env.store.hot.find({ agentId }).toArray()),
+    ...(await env.store.cold.find({ agentId }).toArray()),
+  ]) {
+    for (const s of e.subsumedBy ?? []) {
+      const standIn =
+        (await env.store.hot.countDocuments({ _id: s.summaryId })) +
+        (await env.store.cold.countDocuments({ _id: s.summaryId }));
+      expect(standIn, `${e._id} subsumed by ${s.summaryId}`).toBe(1);
+    }
+  }
+}
+
+/** The secret first (the oldest write, so reclaim spills it first), then five more. */
+async function agentWithSecret(name: string): Promise<{ agentId: string; secret: string }> {
+  const agentId = env.agent(name);
+  const { entries } = await env.client.write({
+    agentId,
+    entries: [
+      { text: SECRET, salience: 0.9, writtenAt: dayAt(0, 8) },
+      ...['boiler serviced', 'taxes filed', 'banners ordered', 'notice approved', 'interns start'].map(
+        (t, i) => ({ text: `Office note: ${t}.`, salience: 0.9, writtenAt: dayAt(0, 9 + i) }),
+      ),
+    ],
+  });
+  return { agentId, secret: entries[0]!.id };
+}
+
+describe('forget during a nightly run of the same agent', () => {
+  it('between reclaim reading an entry and copying it to cold', async () => {
+    const { agentId, secret } = await agentWithSecret('race-spill');
+    const undo = interleaveOnce(
+      env.worker.store,
+      'cold',
+      'insertMany',
+      async () => {
+        await lifecycle.forget({ agentId, entryId: secret });
+      },
+      (args) => (args[0] as Entry[]).some((d) => d._id === secret),
+    );
+    try {
+      const report = await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+      expect(report.counts.spilled).toBeGreaterThan(0);
+    } finally {
+      undo();
+    }
+    await expectErased(agentId, secret);
+  }, 300_000);
+
+  it('between refresh reading a cold entry and copying it back to hot', async () => {
+    const { agentId, secret } = await agentWithSecret('race-rehydrate');
+    await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    expect(await env.store.cold.countDocuments({ _id: secret })).toBe(1);
+    // The agent reads it back from cold: the next night brings it back to hot.
+    const deep = await env.client.recall({
+      agentId,
+      query: 'vault combination',
+      deep: true,
+      asOf: dayAt(1, 12),
+    });
+    expect(deep.hits[0]!.id).toBe(secret);
+    const undo = interleaveOnce(
+      env.worker.store,
+      'hot',
+      'replaceOne',
+      async () => {
+        await lifecycle.forget({ agentId, entryId: secret });
+      },
+      (args) => (args[0] as { _id: string })._id === secret,
+    );
+    try {
+      await lifecycle.consolidate({ agentId, asOf: dayAt(2, 3) });
+    } finally {
+      undo();
+    }
+    await expectErased(agentId, secret);
+  }, 300_000);
+
+  it('between consolidation reading a cluster and writing its summary', async () => {
+    const agentId = env.agent('race-summary');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [
+        { text: 'The vault combination is 31-41-59, say the guards.', salience: 0.9, writtenAt: dayAt(0, 9) },
+        {
+          text: 'The vault combination is 31-41-59, say the guards!',
+          salience: 0.9,
+          writtenAt: dayAt(0, 10),
+        },
+        { text: 'Guards say the vault combination is 31-41-59.', salience: 0.9, writtenAt: dayAt(0, 11) },
+      ],
+    });
+    const ids = entries.map((e) => e.id);
+    const undo = interleaveOnce(
+      env.worker.store,
+      'hot',
+      'insertMany',
+      async () => {
+        for (const entryId of ids) await lifecycle.forget({ agentId, entryId });
+      },
+      (args) => (args[0] as Entry[]).some((d) => d.kind === 'summary'),
+    );
+    try {
+      await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    } finally {
+      undo();
+    }
+    for (const id of ids) await expectErased(agentId, id);
+    expect(await env.store.hot.countDocuments({ agentId, kind: 'summary' })).toBe(0);
+  }, 300_000);
+});
+
+describe('a replayed write (same id) racing the entry it repeats', () => {
+  const secretWrite = (agentId: string) => ({
+    agentId,
+    entries: [{ text: SECRET, salience: 0.9, writtenAt: dayAt(0, 8) }],
+  });
+  const insertOf = (id: string) => (args: unknown[]) => (args[0] as Entry[]).some((d) => d._id === id);
+
+  // The entry is in hot when the guard looks, so the replay goes on to insert it: the other
+  // side runs right before that insert.
+  it('past the replay guard while forget erases it: the entry stays erased', async () => {
+    const { agentId, secret } = await agentWithSecret('replay-forget');
+    const undo = interleaveOnce(
+      env.worker.store,
+      'hot',
+      'insertMany',
+      async () => {
+        await lifecycle.forget({ agentId, entryId: secret });
+      },
+      insertOf(secret),
+    );
+    try {
+      const replay = await env.client.write(secretWrite(agentId));
+      expect(replay.entries).toEqual([{ id: secret, status: 'deleted' }]);
+    } finally {
+      undo();
+    }
+    await expectErased(agentId, secret);
+  }, 300_000);
+
+  it('past the replay guard while a night spills it: one copy, in cold', async () => {
+    const { agentId, secret } = await agentWithSecret('replay-spill');
+    const undo = interleaveOnce(
+      env.worker.store,
+      'hot',
+      'insertMany',
+      async () => {
+        await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+      },
+      insertOf(secret),
+    );
+    try {
+      const replay = await env.client.write(secretWrite(agentId));
+      expect(replay.entries).toEqual([{ id: secret, status: 'existing' }]);
+    } finally {
+      undo();
+    }
+    expect(await env.store.hot.countDocuments({ _id: secret })).toBe(0);
+    expect(await env.store.cold.countDocuments({ _id: secret })).toBe(1);
+    await expectVerified(env, agentId);
+  }, 300_000);
+});
