@@ -63,7 +63,7 @@ export interface ConsolidationReport {
 
 /**
  * The nightly pass for one agent, one activity per phase (core/nightly.ts over the MongoDB
- * store): expire → refresh → consolidate → supersede → reclaim → report. Each takes the
+ * store): expire → refresh → supersede → consolidate → reclaim → report. Each takes the
  * run's `asOf`, heartbeats its progress and is idempotent; each count it returns is read
  * back from the run's ledger records, so it is exact across retries.
  */

@@ -17,10 +17,17 @@ import {
   type SupersessionStep,
 } from './lifecycle';
 import { POSTINGS_BUDGET, rankCandidates } from './recall';
-import { planReclaim, type ReclaimEntry, type ReclaimPolicy, type ReclaimStep } from './reclaim';
+import {
+  planReclaim,
+  reclaimStep,
+  standsIn,
+  type ReclaimEntry,
+  type ReclaimPolicy,
+  type ReclaimStep,
+} from './reclaim';
 
 /**
- * The nightly pass for one agent (design 5): expire → refresh → consolidate → supersede →
+ * The nightly pass for one agent (design 5): expire → refresh → supersede → consolidate →
  * reclaim, written once over `NightStore`, which the MongoDB store (store/night.ts) and the
  * in-memory store of the simulations implement, so a simulation runs the code that runs at
  * night. Every read is by equality on indexed fields (docs/invariants.md, Index-driven): a
@@ -93,7 +100,8 @@ export interface NightStore {
   writeSummary(summary: Entry, lossless: ReadonlyMap<string, boolean>): Promise<void>;
   supersede(step: SupersessionStep): Promise<void>;
   spill(batch: readonly { step: ReclaimStep; entry: Entry }[]): Promise<void>;
-  evict(entry: Entry, step: ReclaimStep): Promise<void>;
+  /** False when the entry changed since it was read: it stays, and no tombstone is left. */
+  evict(entry: Entry, step: ReclaimStep): Promise<boolean>;
   /** How many `event` records this run has written: a phase's count, exact across retries. */
   counted(event: string): Promise<number>;
 }
@@ -369,6 +377,20 @@ export async function supersedePhase(
  * sets the count again), and then the planned ones whole, a batch at a time. The plan is
  * recomputed on every attempt — hot's own contents are the cursor.
  */
+const STAND_IN_GONE = 'dead, but its stand-in no longer stands in for it: spilled instead';
+
+/** An eviction's stand-in, read now: it must exist and stand in for the entry (`standsIn`). */
+async function standingIn(
+  night: NightStore,
+  entry: Entry,
+  step: ReclaimStep,
+  asOf: number,
+): Promise<boolean> {
+  if (!step.standIn) return false;
+  const [summary] = (await night.stored([step.standIn.summaryId])).present;
+  return summary !== undefined && standsIn(summary, entry, step.standIn.lossy, asOf);
+}
+
 export async function reclaimPhase(
   night: NightStore,
   run: NightRun,
@@ -392,8 +414,11 @@ export async function reclaimPhase(
       for (const step of steps) {
         const entry = byId.get(step.id);
         if (!entry) continue;
-        if (step.action === 'evict') await night.evict(entry, step);
-        else spills.push({ step, entry });
+        // Decided again from the document as it is now, which the delete is guarded on.
+        const decided = reclaimStep(entry, step.rank, run.asOf, policy.reclaim);
+        if (decided.action !== 'evict') spills.push({ step: decided, entry });
+        else if (await standingIn(night, entry, decided, run.asOf)) await night.evict(entry, decided);
+        else spills.push({ step: { ...decided, action: 'spill', why: STAND_IN_GONE }, entry });
       }
       await night.spill(spills);
       progress({ planned: plan.length, done: i + steps.length });

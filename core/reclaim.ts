@@ -1,5 +1,5 @@
 import { assertEvictionBoundary } from './config';
-import type { Entry, EntryKind } from './entry';
+import { isExpired, type Entry, type EntryKind } from './entry';
 import { reclaimAction, type EvictionInput, type ReclaimAction } from './eviction';
 import { HOUR_MS } from './salience';
 
@@ -176,4 +176,21 @@ function pickStandIn(
   if (lossless) return { summaryId: lossless.summaryId, lossy: false };
   const lossy = evictLossySubsumed ? subsumers.find((s) => !s.lossless) : undefined;
   return lossy ? { summaryId: lossy.summaryId, lossy: true } : undefined;
+}
+
+/**
+ * Whether a summary can stand in for an entry reclaim is about to delete: only while it is
+ * active, unexpired and, when it claims to be lossless, holds every fact atom of the entry
+ * (I5). Checked against the summary as it is when the entry is deleted, not as the plan saw it.
+ */
+export function standsIn(
+  summary: Pick<Entry, 'isActive' | 'validity' | 'atoms'>,
+  entry: Pick<Entry, 'atoms'>,
+  lossy: boolean,
+  asOf: number,
+): boolean {
+  if (!summary.isActive || isExpired(summary, asOf)) return false;
+  if (lossy) return true;
+  const held = new Set(summary.atoms);
+  return entry.atoms.every((a) => held.has(a));
 }

@@ -139,6 +139,10 @@ export async function recordEvent(
   await recordEvents(store, ctx, [{ event, entryId, reason, ...(inputs && { inputs }) }]);
 }
 
+function ledgerId(ctx: RunContext, event: string, entryId: string): string {
+  return `${ctx.runId}:${event}:${entryId}`;
+}
+
 /** Ledger records of one run, in one round trip; each keyed by run, event and entry, so a rerun writes none again. */
 export async function recordEvents(
   store: Store,
@@ -149,7 +153,7 @@ export async function recordEvents(
     store.ledger,
     events.map(({ event, entryId, reason, inputs }) => {
       const record: LedgerRecord = {
-        _id: `${ctx.runId}:${event}:${entryId}`,
+        _id: ledgerId(ctx, event, entryId),
         agentId: ctx.agentId,
         at: ctx.asOf,
         event,
@@ -393,16 +397,19 @@ export async function spillEntries(
 }
 
 /**
- * Delete an entry the two-key check proved dead. The tombstone (terms, reason, time and the
- * summary standing in — never content) and the ledger record come first (I3), then the
- * entry leaves both tiers (it may be in both after an interrupted spill).
+ * Delete an entry the two-key check proved dead. The tombstone (terms, atoms, reason, time
+ * and the summary standing in — never content) and the ledger record come first (I3), then
+ * the entry leaves both tiers (it may be in both after an interrupted spill), only at the
+ * version the decision read. When that delete matches nothing because the entry changed (a
+ * concurrent refresh, its stand-in unlinked by an erasure), it stays and its tombstone and
+ * ledger record are withdrawn: false.
  */
 export async function evictEntry(
   store: Store,
   ctx: RunContext,
   entry: Entry,
   step: ReclaimStep,
-): Promise<void> {
+): Promise<boolean> {
   await store.tombstones.replaceOne(
     { _id: entry._id, agentId: ctx.agentId },
     {
@@ -422,7 +429,11 @@ export async function evictEntry(
     ...step.inputs,
     ...(step.standIn ? { standIn: step.standIn } : {}),
   });
-  await deleteEntry(store, ctx.agentId, entry._id);
+  if ((await deleteEntry(store, ctx.agentId, entry._id, entry.version)).length > 0) return true;
+  if (!(await locateEntry(store, ctx.agentId, entry._id))) return true;
+  await store.tombstones.deleteOne({ _id: entry._id, agentId: ctx.agentId, runId: ctx.runId });
+  await store.ledger.deleteOne({ _id: ledgerId(ctx, 'evict', entry._id), agentId: ctx.agentId });
+  return false;
 }
 
 /**
@@ -447,17 +458,27 @@ export async function withdrawErased(
 
 /**
  * An entry leaves both tiers (it may be in both after an interrupted move), and the tier
- * counts and document frequencies follow. Its terms are withdrawn before the delete, so a
- * crash in between leaves a count too low, never a term of a deleted entry (I10).
+ * counts and document frequencies follow; with `version`, only copies at that version. Its
+ * terms are withdrawn before the delete, so a crash in between leaves a count too low, never
+ * a term of a deleted entry (I10).
  */
-export async function deleteEntry(store: Store, agentId: string, id: string): Promise<Tier[]> {
+export async function deleteEntry(
+  store: Store,
+  agentId: string,
+  id: string,
+  version?: number,
+): Promise<Tier[]> {
   const copy = (await locateEntry(store, agentId, id))?.entry;
-  if (copy && !copy.pending?.includes('terms')) {
+  if (copy && (version === undefined || copy.version === version) && !copy.pending?.includes('terms')) {
     await adjustDocumentFrequencies(store, agentId, [copy.terms], -1);
   }
   const from: Tier[] = [];
   for (const tier of TIERS) {
-    const res = await tierCollection(store, tier).deleteOne({ _id: id, agentId });
+    const res = await tierCollection(store, tier).deleteOne({
+      _id: id,
+      agentId,
+      ...(version !== undefined && { version }),
+    });
     if (res.deletedCount) from.push(tier);
   }
   await countDeleted(store, agentId, from);

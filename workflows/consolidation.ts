@@ -77,8 +77,10 @@ export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<Cons
   };
   const { expired } = await phases.expirePhase(run);
   const { refreshed, rehydrated } = await phases.refreshPhase(run);
-  const { summarised, lossySummaries } = await phases.consolidatePhase(run);
+  // Supersession first: a fact superseded tonight is no longer clusterable, so no summary
+  // merges it with the fact that supersedes it and keeps the old value in default recall.
   const { superseded } = await phases.supersedePhase(run);
+  const { summarised, lossySummaries } = await phases.consolidatePhase(run);
   const { spilled, evicted } = await phases.reclaimPhase(run);
   const counts: PhaseCounts = {
     expired,

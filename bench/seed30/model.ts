@@ -220,7 +220,7 @@ export class SimStore {
     return { hits, missing: stones.size, candidates: candidates.length };
   }
 
-  /** One nightly pass at `asOf`: expire → refresh → consolidate → supersede → reclaim. */
+  /** One nightly pass at `asOf`: expire → refresh → supersede → consolidate → reclaim. */
   async night(asOf: number): Promise<NightDecisions> {
     const d: NightDecisions = {
       asOf,
@@ -236,8 +236,8 @@ export class SimStore {
     const night = this.nightStore(run, d);
     await expirePhase(night, run);
     await refreshPhase(night, run, this.policy);
-    await consolidatePhase(night, run, this.policy, async (texts) => extractiveSummary(texts));
     await supersedePhase(night);
+    await consolidatePhase(night, run, this.policy, async (texts) => extractiveSummary(texts));
     if (this.mode === 'memgate') await reclaimPhase(night, run, this.policy);
     else this.deleteLeastSalient(asOf, d);
     this.lastNight = asOf;
@@ -382,6 +382,7 @@ export class SimStore {
       evict: async (entry, step) => {
         this.remove(entry, run.asOf, true);
         d.evict.push(step.id);
+        return true;
       },
       counted: async (event) => d[event as keyof Omit<NightDecisions, 'asOf'>].length,
     };

@@ -17,7 +17,7 @@ export function registerLifecycleCommands(program: Command): void {
   program
     .command('consolidate')
     .description(
-      "run one agent's nightly consolidation now (expire, refresh, consolidate, supersede, reclaim)",
+      "run one agent's nightly consolidation now (expire, refresh, supersede, consolidate, reclaim)",
     )
     .requiredOption('-a, --agent <agentId>', 'agent id')
     .option('--as-of <iso>', 'decide as of this instant (default: now)', isoTime('--as-of'))

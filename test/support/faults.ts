@@ -1,6 +1,9 @@
 import type { Tier } from '../../core/entry';
 import type { Store } from '../../store/db';
 
+/** The collections a fault can sit in front of. */
+type Faultable = Tier | 'tombstones';
+
 type Method = 'deleteOne' | 'replaceOne' | 'updateOne' | 'bulkWrite' | 'insertMany';
 
 /** Which calls a fault may fire on (all, unless narrowed by their arguments). */
@@ -14,15 +17,15 @@ type CallMatch = (args: unknown[]) => boolean;
  */
 function interceptOnce(
   store: Store,
-  tier: Tier,
+  tier: Faultable,
   method: Method,
   hook: (args: unknown[]) => Promise<void>,
   fail: boolean,
   matches: CallMatch = () => true,
 ): () => void {
-  const original = store[tier];
+  const original = store[tier] as object;
   let fired = false;
-  store[tier] = new Proxy(original, {
+  (store as unknown as Record<Faultable, object>)[tier] = new Proxy(original, {
     get(target, prop, receiver) {
       const value: unknown = Reflect.get(target, prop, receiver);
       if (typeof value !== 'function') return value;
@@ -39,14 +42,14 @@ function interceptOnce(
     },
   });
   return () => {
-    store[tier] = original;
+    (store as unknown as Record<Faultable, object>)[tier] = original;
   };
 }
 
 /** The next call fails as if the process died right before it; `before` sees the store then. */
 export function failOnce(
   store: Store,
-  tier: Tier,
+  tier: Faultable,
   method: Method,
   before: (args: unknown[]) => Promise<void> = async () => undefined,
   matches?: CallMatch,
@@ -57,9 +60,9 @@ export function failOnce(
 /** Something else writes right before the next matching call (a concurrent change). */
 export function interleaveOnce(
   store: Store,
-  tier: Tier,
+  tier: Faultable,
   method: Method,
-  write: () => Promise<void>,
+  write: (args: unknown[]) => Promise<void>,
   matches?: CallMatch,
 ): () => void {
   return interceptOnce(store, tier, method, write, false, matches);

@@ -6,6 +6,7 @@ import {
   oldestWriteFirst,
   planReclaim,
   reclaimTarget,
+  standsIn,
   storageView,
   type ReclaimEntry,
   type ReclaimPolicy,
@@ -291,5 +292,39 @@ describe('reclaim on random stores, clocks and configurations', () => {
       evictLossySubsumed: false,
     };
     expect(planReclaim(store, 100, policy).map((s) => s.id)).toEqual(['old', 'new', 'old-refreshed']);
+  });
+});
+
+describe('standsIn (fast-check)', () => {
+  const ATOMS = ['num:7', 'time:16:00', 'qty:30 day', 'money:USD:5000', 'name:acme'];
+  it('a stand-in stands in only while active and unexpired, and, claimed lossless, holds every atom', () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          isActive: fc.boolean(),
+          volatile: fc.boolean(),
+          freshUntil: fc.option(fc.integer({ min: 0, max: 20 }), { nil: undefined }),
+          atoms: fc.subarray(ATOMS),
+        }),
+        fc.subarray(ATOMS),
+        fc.boolean(),
+        fc.integer({ min: 0, max: 20 }),
+        (raw, entryAtoms, lossy, asOf) => {
+          const summary = {
+            isActive: raw.isActive,
+            validity: {
+              volatile: raw.volatile,
+              ...(raw.freshUntil !== undefined && { freshUntil: raw.freshUntil }),
+            },
+            atoms: raw.atoms,
+          };
+          const expired = raw.volatile && raw.freshUntil !== undefined && asOf > raw.freshUntil;
+          const holdsAll = entryAtoms.every((a) => raw.atoms.includes(a));
+          expect(standsIn(summary, { atoms: entryAtoms }, lossy, asOf)).toBe(
+            raw.isActive && !expired && (lossy || holdsAll),
+          );
+        },
+      ),
+    );
   });
 });
