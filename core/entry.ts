@@ -172,6 +172,54 @@ export function zodIssues(error: z.ZodError): Issue[] {
 }
 
 /**
+ * Bytes a write may carry as it travels (UTF-8 of its JSON): it is one Temporal Update
+ * payload (the server refuses payloads over 2 MB by default and gRPC messages over 4 MB), and
+ * the workflow persists writes in batches under the same bound. Control characters take six
+ * bytes each once escaped, so a character limit alone does not bound this.
+ */
+export const MAX_WRITE_BYTES = 1024 * 1024;
+/** Bytes one entry may carry as it travels, so that a full write of large entries still fits. */
+export const MAX_ENTRY_BYTES = 64 * 1024;
+
+/** UTF-8 bytes of a value's JSON: what a payload of it weighs. Pure, for the workflow too. */
+export function encodedBytes(value: unknown): number {
+  const json = JSON.stringify(value) ?? '';
+  let bytes = 0;
+  for (let i = 0; i < json.length; i++) {
+    const c = json.charCodeAt(i);
+    if (c < 0x80) bytes += 1;
+    else if (c < 0x800) bytes += 2;
+    else if (c >= 0xd800 && c < 0xdc00 && i + 1 < json.length) {
+      const next = json.charCodeAt(i + 1);
+      if (next >= 0xdc00 && next < 0xe000) {
+        bytes += 4;
+        i++;
+      } else bytes += 3;
+    } else bytes += 3;
+  }
+  return bytes;
+}
+
+function assertWithinBytes(input: unknown): void {
+  const entries = (input as { entries: unknown[] }).entries;
+  const issues: Issue[] = [];
+  entries.forEach((e, i) => {
+    const bytes = encodedBytes(e);
+    if (bytes > MAX_ENTRY_BYTES) {
+      issues.push({ path: `entries.${i}`, message: `${bytes} bytes as JSON; at most ${MAX_ENTRY_BYTES}` });
+    }
+  });
+  const total = encodedBytes(input);
+  if (issues.length === 0 && total > MAX_WRITE_BYTES) {
+    issues.push({
+      path: 'entries',
+      message: `${total} bytes as JSON; a write carries at most ${MAX_WRITE_BYTES}`,
+    });
+  }
+  if (issues.length > 0) throw new InvalidInputError('invalid write', issues);
+}
+
+/**
  * Parse or throw InvalidInputError; pure, so the workflow's Update validator can run it.
  * `now` is the deciding clock: a write may not be dated past it by more than the clock skew
  * allowed (its salience would start above its base).
@@ -179,6 +227,7 @@ export function zodIssues(error: z.ZodError): Issue[] {
 export function parseWriteRequest(input: unknown, limits: WriteLimits, now: number): WriteRequest {
   const parsed = writeRequestSchema(limits).safeParse(input);
   if (!parsed.success) throw new InvalidInputError('invalid write', zodIssues(parsed.error));
+  assertWithinBytes(input);
   parsed.data.entries.forEach((e, i) => {
     if (e.writtenAt !== undefined) assertNotAhead(e.writtenAt, now, `entries.${i}.writtenAt`, 'write');
   });

@@ -1,9 +1,11 @@
-import type { WriteEntry } from './entry';
+import { encodedBytes, MAX_WRITE_BYTES, type WriteEntry } from './entry';
 
 type Send<R> = (agentId: string, entries: WriteEntry[]) => Promise<R[]>;
 
 interface Waiting<R> {
   entries: WriteEntry[];
+  /** As the entries travel (`encodedBytes`): an Update carries at most MAX_WRITE_BYTES. */
+  bytes: number;
   resolve: (result: R[]) => void;
   reject: (err: unknown) => void;
 }
@@ -11,7 +13,7 @@ interface Waiting<R> {
 /**
  * Coalesces concurrent writes for one agent into fewer Updates: the first write goes out at
  * once; writes that arrive while it is in flight ride together in the next Update (up to
- * the per-write entry limit). No timer, so an idle agent's write pays no extra latency, and
+ * the per-write entry limit and MAX_WRITE_BYTES). No timer, so an idle agent's write pays no extra latency, and
  * each caller is answered with exactly its own entries once they are durable.
  */
 export class WriteCoalescer<R> {
@@ -28,7 +30,10 @@ export class WriteCoalescer<R> {
       queue = { waiting: [], inFlight: false };
       this.queues.set(agentId, queue);
     }
-    const result = new Promise<R[]>((resolve, reject) => queue.waiting.push({ entries, resolve, reject }));
+    const bytes = entries.reduce((n, e) => n + encodedBytes(e), 0);
+    const result = new Promise<R[]>((resolve, reject) =>
+      queue.waiting.push({ entries, bytes, resolve, reject }),
+    );
     if (!queue.inFlight) void this.drain(agentId, queue);
     return result;
   }
@@ -38,13 +43,18 @@ export class WriteCoalescer<R> {
     while (queue.waiting.length > 0) {
       const batch: Waiting<R>[] = [];
       let size = 0;
+      let bytes = 0;
       while (
         queue.waiting.length > 0 &&
-        (batch.length === 0 || size + queue.waiting[0]!.entries.length <= this.maxEntries)
+        (batch.length === 0 ||
+          (size + queue.waiting[0]!.entries.length <= this.maxEntries &&
+            // The request's envelope (agent id, brackets) is well inside the margin left.
+            bytes + queue.waiting[0]!.bytes <= MAX_WRITE_BYTES - 1024))
       ) {
         const next = queue.waiting.shift()!;
         batch.push(next);
         size += next.entries.length;
+        bytes += next.bytes;
       }
       try {
         const persisted = await this.send(

@@ -8,6 +8,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import {
+  encodedBytes,
+  MAX_WRITE_BYTES,
   parseWriteRequest,
   type WriteLimits,
   type WriteRequest,
@@ -46,6 +48,8 @@ const MAX_BATCH_ENTRIES = 500;
 
 interface Pending {
   request: WriteRequest;
+  /** As it travels: one activity call's input stays under MAX_WRITE_BYTES, like an Update. */
+  bytes: number;
   done: (result: PersistedEntry[] | Error) => void;
 }
 
@@ -65,7 +69,9 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
       const request = parseWriteRequest(raw, input.limits, now);
       // Fixed here, inside history, so a retried persist derives the same ids.
       for (const e of request.entries) e.writtenAt ??= now;
-      const result = await new Promise<PersistedEntry[] | Error>((done) => pending.push({ request, done }));
+      const result = await new Promise<PersistedEntry[] | Error>((done) =>
+        pending.push({ request, bytes: encodedBytes(request), done }),
+      );
       if (result instanceof Error) throw result;
       return { entries: result };
     },
@@ -100,13 +106,17 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
     }
     const batch: Pending[] = [];
     let size = 0;
+    let bytes = 0;
     while (
       pending.length > 0 &&
-      (batch.length === 0 || size + pending[0]!.request.entries.length <= MAX_BATCH_ENTRIES)
+      (batch.length === 0 ||
+        (size + pending[0]!.request.entries.length <= MAX_BATCH_ENTRIES &&
+          bytes + pending[0]!.bytes <= MAX_WRITE_BYTES))
     ) {
       const next = pending.shift()!;
       batch.push(next);
       size += next.request.entries.length;
+      bytes += next.bytes;
     }
     try {
       const results = await persistWrites(batch.map((p) => p.request));

@@ -110,6 +110,34 @@ describe('workflow inputs through the raw Temporal client', () => {
   });
 });
 
+describe('writes over the byte limit (Temporal refuses payloads over 2 MB)', () => {
+  // 40 entries of 15,000 two-byte characters: each within the character limit, 1.2 MB in all.
+  const oversized = (agentId: string) => ({
+    agentId,
+    entries: Array.from({ length: 40 }, (_, i) => ({ text: `${i} ${'é'.repeat(15_000)}` })),
+  });
+
+  it('the Update validator refuses one, naming the limit, before it reaches history', async () => {
+    const { agentId, ids } = await agentWithMemories('raw-oversized');
+    const err = await env.client.temporal.workflow
+      .getHandle(agentMemoryWorkflowId(agentId))
+      .executeUpdate('write', { args: [oversized(agentId)] })
+      .then(
+        () => expect.unreachable('the validator accepted 1.2 MB'),
+        (e: unknown) => e,
+      );
+    expect((err as WorkflowUpdateFailedError).cause).toMatchObject({ type: 'InvalidInput' });
+    expect((err as WorkflowUpdateFailedError).cause!.message).toContain('1048576');
+    await untouched(agentId, ids);
+  });
+
+  it('MemgateClient refuses one before sending anything', async () => {
+    const { agentId, ids } = await agentWithMemories('client-oversized');
+    await expect(env.client.write(oversized(agentId))).rejects.toThrow(InvalidInputError);
+    await untouched(agentId, ids);
+  });
+});
+
 describe('the same inputs through MemgateClient and the CLI', () => {
   it('MemgateClient refuses a write dated in the future, and a night dated in the future', async () => {
     const { agentId, ids } = await agentWithMemories('client-future');
