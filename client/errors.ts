@@ -3,6 +3,7 @@ import {
   ConflictError,
   EvictionBoundaryError,
   InvalidInputError,
+  ModelError,
   NotFoundError,
   StackUnavailableError,
   type Issue,
@@ -28,6 +29,8 @@ export function fromTemporalFailure(err: unknown): unknown {
       return new NotFoundError(failure.message, details);
     case 'Conflict':
       return new ConflictError(failure.message, details);
+    case 'ModelError':
+      return new ModelError(failure.message, !failure.nonRetryable, details);
     case 'StackUnavailable':
       return new StackUnavailableError(failure.message, details);
     default:

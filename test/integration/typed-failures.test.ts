@@ -1,0 +1,99 @@
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LifecycleClient } from '../../client/lifecycle';
+import { ModelError } from '../../core/errors';
+import { DAY_MS, HOUR_MS } from '../../core/salience';
+import { forgetWorkflowId } from '../../workflows/consolidation';
+import { startTestEnv, type TestEnv } from '../support/env';
+
+/**
+ * A failure the error table calls non-retryable is attempted once: a summarizer endpoint that
+ * refuses the request (HTTP 400) fails the activity that called it on its first attempt,
+ * instead of being retried as if the server had blinked. The endpoint is a local HTTP server
+ * speaking the chat-completions protocol, reached through the worker's real OpenAI client.
+ */
+const T0 = Date.UTC(2025, 10, 1);
+const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
+
+let server: Server;
+let refuse = false;
+const requests: string[] = [];
+let env: TestEnv;
+let lifecycle: LifecycleClient;
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      requests.push(body);
+      if (refuse) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            error: { message: 'this request is not allowed', type: 'invalid_request_error' },
+          }),
+        );
+        return;
+      }
+      // The sources' own first line as the summary: lossless, so the night links the sources.
+      const first = /\[1\] ([^\n]*)/.exec(
+        (JSON.parse(body) as { messages: { content: string }[] }).messages.at(-1)!.content,
+      )!;
+      const content = JSON.stringify({ summary: first[1] });
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          id: 'chatcmpl-test',
+          object: 'chat.completion',
+          created: 1_700_000_000,
+          model: 'test-model',
+          choices: [
+            { index: 0, message: { role: 'assistant', content }, finish_reason: 'stop', logprobs: null },
+          ],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        }),
+      );
+    });
+  });
+  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
+  const { port } = server.address() as AddressInfo;
+  env = await startTestEnv({ OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, OPENAI_API_KEY: 'test-key' });
+  lifecycle = new LifecycleClient(env.client.temporal, env.config);
+});
+afterAll(async () => {
+  await env?.close();
+  await new Promise((done) => server?.close(done));
+});
+
+describe('typed failures', () => {
+  it('a summarizer that refuses (HTTP 400) fails forget on its first attempt, with ModelError', async () => {
+    const agentId = env.agent('refusing-summarizer');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [9, 10, 11].map((hour) => ({
+        text: `Visitors sign in at the north reception desk${hour === 10 ? '. The lab door code is 4471.' : '.'}`,
+        salience: 0.8,
+        writtenAt: dayAt(0, hour),
+      })),
+    });
+    await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    expect(await env.store.hot.countDocuments({ agentId, kind: 'summary' })).toBe(1);
+
+    // Erasing a source rebuilds the summary from the others: the summarizer is asked, and refuses.
+    refuse = true;
+    const before = requests.length;
+    const secret = entries[1]!.id;
+    await expect(lifecycle.forget({ agentId, entryId: secret })).rejects.toBeInstanceOf(ModelError);
+    expect(requests.length - before).toBe(1);
+    const history = await env.client.temporal.workflow
+      .getHandle(forgetWorkflowId(agentId, secret))
+      .fetchHistory();
+    const attempts = history
+      .events!.filter((e) => e.activityTaskStartedEventAttributes)
+      .map((e) => e.activityTaskStartedEventAttributes!.attempt);
+    // forgetTombstone once, forgetDerived once: no retry of a refusal.
+    expect(attempts).toEqual([1, 1]);
+  }, 300_000);
+});
