@@ -1,4 +1,5 @@
 import js from '@eslint/js';
+import regexp from 'eslint-plugin-regexp';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
@@ -13,6 +14,16 @@ export default tseslint.config(
         'error',
         { paths: [{ name: 'mongodb', message: 'Only store/ may import mongodb.' }] },
       ],
+    },
+  },
+  {
+    // Patterns run on user text in the write path and the nightly run: none may take time
+    // super-linear in its input, whether by backtracking or by restarting at every position.
+    files: ['core/**/*.ts', 'store/**/*.ts', 'llm/**/*.ts'],
+    plugins: { regexp },
+    rules: {
+      'regexp/no-super-linear-backtracking': 'error',
+      'regexp/no-super-linear-move': ['error', { ignoreSticky: false, ignorePartial: false }],
     },
   },
   {

@@ -1,5 +1,7 @@
 import {
+  ActivityFailure,
   allHandlersFinished,
+  ApplicationFailure,
   condition,
   continueAsNew,
   defineUpdate,
@@ -38,10 +40,28 @@ export function agentMemoryWorkflowId(agentId: string): string {
 // A local activity: the batch is persisted inside the workflow task that accepted it, so an
 // acknowledgement costs one workflow task instead of three server round trips. It is still
 // retried by Temporal and recorded in history (as a marker).
+// Bounded: a batch that keeps failing fails its Updates (typed, so the caller can retry the
+// same ids) instead of stalling the agent's workflow and every write queued behind it.
 const { persistWrites, registerAgent } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '30 seconds',
-  retry: { initialInterval: '200 milliseconds', maximumInterval: '5 seconds' },
+  retry: {
+    initialInterval: '200 milliseconds',
+    maximumInterval: '5 seconds',
+    maximumAttempts: 5,
+    nonRetryableErrorTypes: ['InvalidInput'],
+  },
 });
+
+/** What a failed persist tells each waiting Update: its own typed failure, else "retry later". */
+function persistFailure(err: unknown): Error {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof ApplicationFailure) return cause;
+  return ApplicationFailure.create({
+    type: 'StackUnavailable',
+    message: `the write could not be persisted; retrying it is safe: ${(err as Error).message}`,
+    nonRetryable: false,
+  });
+}
 
 /** Entries persisted by one activity call; many small writes share one round trip. */
 const MAX_BATCH_ENTRIES = 500;
@@ -122,7 +142,7 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
       const results = await persistWrites(batch.map((p) => p.request));
       batch.forEach((p, i) => p.done(results[i]!));
     } catch (err) {
-      batch.forEach((p) => p.done(err as Error));
+      batch.forEach((p) => p.done(persistFailure(err)));
     }
   }
 }
