@@ -26,13 +26,20 @@ export interface TestEnv {
  * A real worker and client on the shared servers, isolated by a database and a task queue
  * of their own, so test files can run side by side.
  */
-export async function startTestEnv(overrides: Record<string, string> = {}): Promise<TestEnv> {
+export async function startTestEnv(
+  overrides: Record<string, string> = {},
+  opts: { inProcessWorker?: boolean } = {},
+): Promise<TestEnv> {
   const id = randomUUID().slice(0, 8);
   const config = parseConfig({ MEMGATE_DB: `test_${id}`, MEMGATE_TASK_QUEUE: `test-${id}`, ...overrides });
   const endpoints = { temporalAddress: inject('temporalAddress'), mongoUri: inject('mongoUri') };
   const bundle = { codePath: inject('workflowBundlePath') };
-  let worker = await createMemgateWorker(config, endpoints, { workflowBundle: bundle });
-  let running = worker.run();
+  // Without one (process-kill tests), the test runs `memgate worker` processes itself.
+  const inProcess = opts.inProcessWorker ?? true;
+  let worker = inProcess
+    ? await createMemgateWorker(config, endpoints, { workflowBundle: bundle })
+    : undefined;
+  let running = worker?.run();
   const client = await MemgateClient.connect(config, endpoints);
   const env: TestEnv = {
     config,
@@ -41,17 +48,18 @@ export async function startTestEnv(overrides: Record<string, string> = {}): Prom
     endpoints,
     agent: (name) => `${name}-${id}`,
     get worker() {
+      if (!worker) throw new Error('this environment has no in-process worker');
       return worker;
     },
     async restartWorker() {
-      worker.worker.shutdown();
+      worker?.worker.shutdown();
       await running;
       worker = await createMemgateWorker(config, endpoints, { workflowBundle: bundle });
       running = worker.run();
     },
     async close() {
       await terminateOpenWorkflows(client.temporal, config.taskQueue, 'test environment closed');
-      worker.worker.shutdown();
+      worker?.worker.shutdown();
       await running;
       await client.store.db.dropDatabase();
       await client.close();
