@@ -1,4 +1,12 @@
-import { Client, Connection, WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
+import {
+  ApplicationFailure,
+  Client,
+  Connection,
+  WithStartWorkflowOperation,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+} from '@temporalio/client';
+import { StackUnavailableError } from '../core/errors';
 import type { Config } from '../core/config';
 import type { PersistedEntry } from '../activities/write';
 import {
@@ -14,9 +22,19 @@ import { openStore, type Store } from '../store/db';
 import { recall, type RecallResult } from '../store/recall';
 import { verifyStore, type VerifyReport } from '../store/verify';
 import { parseInput, verifyRequestSchema } from '../core/inputs';
-import { agentMemory, agentMemoryWorkflowId, writeUpdate, type WriteResult } from '../workflows/agentMemory';
+import {
+  agentMemory,
+  agentMemoryWorkflowId,
+  RUN_ENDING,
+  writeUpdate,
+  type WriteResult,
+} from '../workflows/agentMemory';
 import { WriteCoalescer } from '../core/writeCoalescer';
 import { fromTemporalFailure } from './errors';
+
+/** A hand-over takes one workflow task or two; a write waits this long between tries. */
+const HANDOVER_PAUSE_MS = 50;
+const HANDOVER_ATTEMPTS = 200;
 
 /** Agents whose workflow this client has seen running; a bound on memory, not a cache policy. */
 const MAX_REMEMBERED_AGENTS = 10_000;
@@ -67,36 +85,56 @@ export class MemgateClient {
     return { entries: await this.coalescer.write(agentId, entries) };
   }
 
+  /**
+   * One Update; sent again while the agent's run is handing over to the next (RUN_ENDING),
+   * which takes moments: the write is idempotent, and the next run takes it.
+   */
   private async sendWrite(agentId: string, entries: WriteEntry[]): Promise<PersistedEntry[]> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.sendWriteOnce(agentId, entries);
+      } catch (err) {
+        const handingOver =
+          err instanceof WorkflowUpdateFailedError &&
+          err.cause instanceof ApplicationFailure &&
+          err.cause.type === RUN_ENDING;
+        if (!handingOver) throw fromTemporalFailure(err);
+        if (attempt >= HANDOVER_ATTEMPTS) {
+          throw new StackUnavailableError(`the memory workflow of agent ${agentId} kept handing over`, {
+            agentId,
+          });
+        }
+        await new Promise((r) => setTimeout(r, HANDOVER_PAUSE_MS));
+      }
+    }
+  }
+
+  private async sendWriteOnce(agentId: string, entries: WriteEntry[]): Promise<PersistedEntry[]> {
     const workflowId = agentMemoryWorkflowId(agentId);
     const args: [WriteRequestInput] = [{ agentId, entries }];
-    try {
-      // A plain Update costs the server less than update-with-start; use it once this client
-      // has seen the agent's workflow running, and fall back if it has since closed.
-      if (this.runningAgents.has(agentId)) {
-        try {
-          return (await this.temporal.workflow.getHandle(workflowId).executeUpdate(writeUpdate, { args }))
-            .entries;
-        } catch (err) {
-          if (!(err instanceof WorkflowNotFoundError)) throw err;
-          this.runningAgents.delete(agentId);
-        }
+    // A plain Update costs the server less than update-with-start; use it once this client
+    // has seen the agent's workflow running, and fall back if it has since closed.
+    if (this.runningAgents.has(agentId)) {
+      try {
+        return (await this.temporal.workflow.getHandle(workflowId).executeUpdate(writeUpdate, { args }))
+          .entries;
+      } catch (err) {
+        if (!(err instanceof WorkflowNotFoundError)) throw err;
+        this.runningAgents.delete(agentId);
       }
-      const startWorkflowOperation = new WithStartWorkflowOperation(agentMemory, {
-        workflowId,
-        taskQueue: this.config.taskQueue,
-        workflowIdConflictPolicy: 'USE_EXISTING',
-        args: [{ agentId, limits: this.limits }],
-      });
-      const result = await this.temporal.workflow.executeUpdateWithStart(writeUpdate, {
-        args,
-        startWorkflowOperation,
-      });
-      this.rememberRunning(agentId);
-      return result.entries;
-    } catch (err) {
-      throw fromTemporalFailure(err);
     }
+    const startWorkflowOperation = new WithStartWorkflowOperation(agentMemory, {
+      workflowId,
+      taskQueue: this.config.taskQueue,
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      args: [{ agentId, limits: this.limits }],
+    });
+    const result = await this.temporal.workflow.executeUpdateWithStart(writeUpdate, {
+      args,
+      startWorkflowOperation,
+    });
+    this.rememberRunning(agentId);
+    return result.entries;
   }
 
   private rememberRunning(agentId: string): void {

@@ -25,7 +25,18 @@ import type { Activities } from '../activities';
 export interface AgentMemoryInput {
   agentId: string;
   limits: WriteLimits;
+  /**
+   * Hand over to a new run after this many persisted batches, before the server suggests it:
+   * how tests reach the hand-over (as Temporal's samples do). Unset in production.
+   */
+  continueAsNewAfterBatches?: number;
 }
+
+/**
+ * The failure type of a write turned away while the run hands its history over to the next
+ * one; the client sends the write again, and the next run takes it.
+ */
+export const RUN_ENDING = 'RunEnding';
 
 export interface WriteResult {
   entries: PersistedEntry[];
@@ -80,6 +91,12 @@ interface Pending {
 export async function agentMemory(input: AgentMemoryInput): Promise<void> {
   const pending: Pending[] = [];
   let registered = false;
+  let batches = 0;
+  // Set once the run has decided to continue as new: no write is taken in after that.
+  let ending = false;
+  const handOverDue = () =>
+    workflowInfo().continueAsNewSuggested ||
+    (input.continueAsNewAfterBatches !== undefined && batches >= input.continueAsNewAfterBatches);
 
   setHandler(
     writeUpdate,
@@ -97,6 +114,13 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
     },
     {
       validator: (raw) => {
+        if (ending) {
+          throw ApplicationFailure.create({
+            type: RUN_ENDING,
+            message: 'this run is handing over to the next; send the write again',
+            nonRetryable: false,
+          });
+        }
         try {
           const request = parseWriteRequest(raw, input.limits, Date.now());
           if (request.agentId !== input.agentId) {
@@ -112,12 +136,14 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
   );
 
   for (;;) {
-    await condition(() => pending.length > 0 || workflowInfo().continueAsNewSuggested);
-    if (pending.length === 0) {
-      // Let in-flight handlers enqueue before handing history to the next run.
-      await condition(() => allHandlersFinished() || pending.length > 0);
+    await condition(() => pending.length > 0 || handOverDue());
+    if (handOverDue()) {
+      // Under a steady stream of writes there is never a moment with none pending, so the
+      // run stops taking writes in (they are sent again, to the next run), finishes those it
+      // accepted, and only then hands its history over.
+      ending = true;
+      await condition(() => pending.length > 0 || allHandlersFinished());
       if (pending.length === 0) await continueAsNew<typeof agentMemory>(input);
-      continue;
     }
     // Once per run, before its first write: the nightly run fans out over registered agents.
     if (!registered) {
@@ -138,6 +164,7 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
       size += next.request.entries.length;
       bytes += next.bytes;
     }
+    batches++;
     try {
       const results = await persistWrites(batch.map((p) => p.request));
       batch.forEach((p, i) => p.done(results[i]!));
