@@ -66,6 +66,14 @@ export function inDefaultRecall(
 export const POSTINGS_BUDGET = { default: 200, deep: 400 } as const;
 
 /**
+ * Query terms read for candidates, at most: with the postings budget, this bounds the
+ * documents one recall reads (`MAX_TERM_READS` × the budget) however long the query, since
+ * a term not counted yet (new since the last night) costs nothing against the budget. The
+ * rarest terms are read; every term still counts in the score of what they find.
+ */
+export const MAX_TERM_READS = 8;
+
+/**
  * Which query terms propose candidates, rarest first, while their postings fit the budget;
  * the rarest always does, read up to the budget. A term held by more entries than that says
  * little about which one is meant (its idf is near zero), so search engines skip it; it
@@ -84,7 +92,7 @@ export function candidateTerms(
   let spent = 0;
   for (const term of ordered) {
     const postings = df.get(term) ?? 0;
-    if (chosen.length > 0 && spent + postings > budget) break;
+    if (chosen.length > 0 && (spent + postings > budget || chosen.length >= MAX_TERM_READS)) break;
     chosen.push({ term, limit: budget });
     spent += postings;
   }

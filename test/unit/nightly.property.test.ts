@@ -10,7 +10,7 @@ import {
   type Located,
   type LoggedQuery,
 } from '../../core/nightly';
-import { rankCandidates } from '../../core/recall';
+import { candidateTerms, MAX_TERM_READS, POSTINGS_BUDGET, rankCandidates } from '../../core/recall';
 import type { ReclaimPolicy } from '../../core/reclaim';
 
 const VOCABULARY = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
@@ -198,6 +198,34 @@ describe('wantedFromCold (fast-check)', () => {
         );
         expect(wanted.has(`e${pick % raw.length}`)).toBe(true);
       }),
+    );
+  });
+});
+
+describe('candidateTerms (fast-check)', () => {
+  it('reads at most MAX_TERM_READS terms, rarest first, however long the query', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.string({ minLength: 1, maxLength: 6 }), { minLength: 1, maxLength: 600 }),
+        fc.array(fc.option(fc.integer({ min: 0, max: 1000 }), { nil: undefined }), { maxLength: 600 }),
+        fc.constantFrom(POSTINGS_BUDGET.default, POSTINGS_BUDGET.deep),
+        (queryTerms, counts, budget) => {
+          const df = new Map<string, number>();
+          queryTerms.forEach((t, i) => {
+            if (counts[i] !== undefined) df.set(t, counts[i]!);
+          });
+          const chosen = candidateTerms(queryTerms, df, budget);
+          expect(chosen.length).toBeGreaterThan(0);
+          expect(chosen.length).toBeLessThanOrEqual(MAX_TERM_READS);
+          // The documents read are bounded whatever the store and the query.
+          expect(chosen.reduce((n, c) => n + c.limit, 0)).toBeLessThanOrEqual(MAX_TERM_READS * budget);
+          // Rarest first: no term left out is rarer than one read.
+          const rarity = (t: string) => df.get(t) ?? 0;
+          const read = new Set(chosen.map((c) => c.term));
+          const maxRead = Math.max(...chosen.map((c) => rarity(c.term)));
+          for (const t of queryTerms) if (!read.has(t)) expect(rarity(t)).toBeGreaterThanOrEqual(maxRead);
+        },
+      ),
     );
   });
 });
