@@ -74,6 +74,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
     reclaim: reclaimPolicy(config),
     cluster: { similarity: config.clusterSimilarity, neighbours: config.clusterNeighbours },
     batch: config.lifecycleBatch,
+    queryLogRetentionDays: config.queryLogRetentionDays,
   };
   const night = (run: PhaseInput) => mongoNight(store, run, policy.batch);
   // Each activity checks its own input: workflows validate theirs, and this is the line the

@@ -101,7 +101,9 @@ async function main() {
     const directRate = written / directSeconds;
     emit({
       bench: 'write-path',
-      server: env.config.mongoUri ? 'configured' : 'local stack (Temporal dev server + FerretDB 1.24 on PostgreSQL 16)',
+      server: env.config.mongoUri
+        ? 'configured'
+        : 'local stack (Temporal dev server + FerretDB 1.24 on PostgreSQL 16)',
       entries: written,
       agents: AGENTS,
       direct_insertMany: { entriesPerSecond: round(directRate, 1) },

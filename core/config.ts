@@ -245,6 +245,13 @@ export const CONFIG_SPECS = {
     default: '4',
     doc: 'top-K neighbours merged with an entry into one summary',
   }),
+  queryLogRetentionDays: spec({
+    env: 'MEMGATE_QUERY_LOG_RETENTION_DAYS',
+    schema: count,
+    allowed: 'a positive integer number of days',
+    default: '30',
+    doc: 'how long the query log keeps a recall; the nightly run drops older ones after reading them',
+  }),
   lifecycleBatch: spec({
     env: 'MEMGATE_LIFECYCLE_BATCH',
     schema: count,

@@ -16,6 +16,7 @@ import {
   type RefreshStep,
   type SupersessionStep,
 } from './lifecycle';
+import { dayOf } from './salience';
 import { POSTINGS_BUDGET, rankCandidates } from './recall';
 import {
   planReclaim,
@@ -60,6 +61,8 @@ export interface NightPolicy {
   cluster: { similarity: number; neighbours: number };
   /** Entries per batch in reads and moves. */
   batch: number;
+  /** Days the query log keeps a recall. */
+  queryLogRetentionDays: number;
 }
 
 /** What the nightly phases need of one agent's store, in the domain's words. */
@@ -97,6 +100,8 @@ export interface NightStore {
   refresh(steps: readonly (RefreshStep & { version: number; terms: string[] })[]): Promise<void>;
   /** Hot entries that went dormant since `since` leave default recall's postings (MongoDB's only). */
   dropLiveKeys(since: number | undefined): Promise<void>;
+  /** Recalls logged on the days `[from, to)` leave the query log. */
+  dropQueries(from: number, to: number): Promise<void>;
   writeSummary(summary: Entry, lossless: ReadonlyMap<string, boolean>): Promise<void>;
   supersede(step: SupersessionStep): Promise<void>;
   spill(batch: readonly { step: ReclaimStep; entry: Entry }[]): Promise<void>;
@@ -105,6 +110,9 @@ export interface NightStore {
   /** How many `event` records this run has written: a phase's count, exact across retries. */
   counted(event: string): Promise<number>;
 }
+
+/** How far back a first night looks for work keyed by day (later nights start where the last one did). */
+export const FIRST_NIGHT_LOOKBACK_DAYS = 60;
 
 /** Called as a phase makes progress: the activity heartbeats it. */
 export type Progress = (detail: Record<string, number>) => void;
@@ -265,6 +273,12 @@ export async function refreshPhase(
   }
   // After the refreshes, which kept what they raised above the gate.
   await night.dropLiveKeys(since);
+  // Read above; what is past the retention goes now (a later run reads only what is newer),
+  // from where the previous run cut.
+  const cut = dayOf(run.asOf) - policy.queryLogRetentionDays;
+  const from =
+    since === undefined ? cut - FIRST_NIGHT_LOOKBACK_DAYS : dayOf(since) - policy.queryLogRetentionDays;
+  await night.dropQueries(from, cut);
   return {
     refreshed: await night.counted('refresh'),
     rehydrated: await night.counted('rehydrate'),

@@ -18,6 +18,7 @@ import {
   type RefreshStep,
 } from '../core/lifecycle';
 import type { ReclaimStep } from '../core/reclaim';
+import { FIRST_NIGHT_LOOKBACK_DAYS } from '../core/nightly';
 import { dayOf } from '../core/salience';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import { countArrived, countDeleted, countMoved } from './agents';
@@ -337,9 +338,6 @@ export async function rehydrateEntry(store: Store, ctx: RunContext, step: Refres
   }));
 }
 
-/** How far back a first night looks for entries that went dormant (later nights start at the last one). */
-const FIRST_NIGHT_LOOKBACK_DAYS = 60;
-
 /**
  * Hot entries whose `dormantAt` passed since the last run leave default recall's postings
  * (their `liveKeys` go), found by their dormant day. An entry that changed since it was read
@@ -363,6 +361,11 @@ export async function dropLiveKeys(store: Store, ctx: RunContext, since: number 
       { ordered: false },
     );
   }
+}
+
+/** The agent's recalls logged on the days `[from, to)` leave the query log, a day at a time (the indexed `{agentId, day}`). */
+export async function dropQueries(store: Store, ctx: RunContext, from: number, to: number): Promise<void> {
+  for (let day = from; day < to; day++) await store.queries.deleteMany({ agentId: ctx.agentId, day });
 }
 
 // Reclaim -------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import {
   inBatches,
   countEvents,
   dropLiveKeys,
+  dropQueries,
   evictEntry,
   expireEntry,
   findById,
@@ -164,6 +165,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       for (const step of steps.filter((s) => s.tier === 'cold')) await rehydrateEntry(store, run, step);
     },
     dropLiveKeys: (since) => dropLiveKeys(store, run, since),
+    dropQueries: (from, to) => dropQueries(store, run, from, to),
     async writeSummary(summary: Entry, lossless) {
       const { erasedSource } = await writeSummary(store, run, summary, lossless);
       if (erasedSource !== undefined)

@@ -59,6 +59,7 @@ export function simPolicy(config: Config): SimPolicy {
     reclaim: reclaimPolicy(config),
     cluster: { similarity: config.clusterSimilarity, neighbours: config.clusterNeighbours },
     batch: config.lifecycleBatch,
+    queryLogRetentionDays: config.queryLogRetentionDays,
     limits: { maxTextChars: config.maxTextChars, maxEntriesPerWrite: config.maxEntriesPerWrite },
   };
 }
@@ -349,6 +350,8 @@ export class SimStore {
       },
       // The simulation's recall reads its own indexes, not posting keys.
       dropLiveKeys: async () => undefined,
+      // The simulation keeps only the queries since its last night anyway.
+      dropQueries: async () => undefined,
       writeSummary: async (summary, lossless) => {
         if (this.insert(summary)) {
           summaries.push(summary._id);

@@ -26,6 +26,7 @@ const policy: NightPolicy = {
   reclaim: reclaimPolicy(config),
   cluster: { similarity: config.clusterSimilarity, neighbours: config.clusterNeighbours },
   batch: 7,
+  queryLogRetentionDays: config.queryLogRetentionDays,
 };
 const NOW = Date.UTC(2026, 5, 1, 3);
 const VOCABULARY = ['harbour', 'invoice', 'lantern', 'meadow', 'orchid', 'pylon', 'quartz', 'ribbon'];

@@ -1,0 +1,46 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { LifecycleClient } from '../../client/lifecycle';
+import { DAY_MS, dayOf, HOUR_MS } from '../../core/salience';
+import { startTestEnv, type TestEnv } from '../support/env';
+import { expectVerified } from '../support/verify';
+
+/** The query log keeps a recall for MEMGATE_QUERY_LOG_RETENTION_DAYS; the nightly run drops older ones. */
+const T0 = Date.UTC(2025, 3, 7);
+const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
+
+let env: TestEnv;
+let lifecycle: LifecycleClient;
+
+beforeAll(async () => {
+  env = await startTestEnv({ MEMGATE_QUERY_LOG_RETENTION_DAYS: '3' });
+  lifecycle = new LifecycleClient(env.client.temporal, env.config);
+});
+afterAll(async () => {
+  await env?.close();
+});
+
+const loggedDays = async (agentId: string) =>
+  (await env.store.queries.find({ agentId }).toArray()).map((q) => q.day - dayOf(T0)).sort((a, b) => a - b);
+
+describe('query-log retention', () => {
+  it('each night drops the recalls older than the retention, after reading them', async () => {
+    const agentId = env.agent('retention');
+    await env.client.write({
+      agentId,
+      entries: [{ text: 'The courier leaves from dock 7.', salience: 0.9, writtenAt: dayAt(0, 8) }],
+    });
+    for (let day = 0; day < 6; day++) {
+      await env.client.recall({ agentId, query: 'courier dock', asOf: dayAt(day, 12) });
+    }
+    expect(await loggedDays(agentId)).toEqual([0, 1, 2, 3, 4, 5]);
+
+    await lifecycle.consolidate({ agentId, asOf: dayAt(6, 3) });
+    expect(await loggedDays(agentId)).toEqual([3, 4, 5]);
+
+    // The next night cuts from where this one did.
+    await env.client.recall({ agentId, query: 'courier dock', asOf: dayAt(7, 12) });
+    await lifecycle.consolidate({ agentId, asOf: dayAt(8, 3) });
+    expect(await loggedDays(agentId)).toEqual([5, 7]);
+    await expectVerified(env, agentId);
+  }, 300_000);
+});
