@@ -1,6 +1,7 @@
 import {
   ApplicationFailure,
   Client,
+  isGrpcDeadlineError,
   Connection,
   WithStartWorkflowOperation,
   WorkflowNotFoundError,
@@ -86,13 +87,31 @@ export class MemgateClient {
   }
 
   /**
+   * Every call to Temporal for one Update within the write deadline: with no worker taking
+   * the agent's workflow (or no server), a write fails typed instead of waiting forever.
+   */
+  private async withinDeadline<T>(agentId: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await this.temporal.withDeadline(Date.now() + this.config.writeTimeoutMs, fn);
+    } catch (err) {
+      if (isGrpcDeadlineError(err)) {
+        throw new StackUnavailableError(
+          `the write for agent ${agentId} was not acknowledged within ${this.config.writeTimeoutMs} ms; sending it again is safe`,
+          { agentId },
+        );
+      }
+      throw err;
+    }
+  }
+
+  /**
    * One Update; sent again while the agent's run is handing over to the next (RUN_ENDING),
    * which takes moments: the write is idempotent, and the next run takes it.
    */
   private async sendWrite(agentId: string, entries: WriteEntry[]): Promise<PersistedEntry[]> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.sendWriteOnce(agentId, entries);
+        return await this.withinDeadline(agentId, () => this.sendWriteOnce(agentId, entries));
       } catch (err) {
         const handingOver =
           err instanceof WorkflowUpdateFailedError &&

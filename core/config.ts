@@ -245,6 +245,13 @@ export const CONFIG_SPECS = {
     default: '4',
     doc: 'top-K neighbours merged with an entry into one summary',
   }),
+  writeTimeoutMs: spec({
+    env: 'MEMGATE_WRITE_TIMEOUT_MS',
+    schema: count,
+    allowed: 'a positive integer of milliseconds',
+    default: '30000',
+    doc: 'how long a client write waits for its acknowledgement before StackUnavailable (resending it is safe)',
+  }),
   queryLogRetentionDays: spec({
     env: 'MEMGATE_QUERY_LOG_RETENTION_DAYS',
     schema: count,
