@@ -25,7 +25,7 @@ import {
   type MemoryUnit,
 } from '../core/auditArms';
 import type { Config } from '../core/config';
-import { buildEntry, type Entry, type MemoryPolicy } from '../core/entry';
+import { buildEntry, memoryPolicy, type Entry, type MemoryPolicy } from '../core/entry';
 import { InvalidInputError } from '../core/errors';
 import { reclaimPolicy } from '../core/reclaim';
 import { chooseJudge, chooseReader, type JudgeChoice, type Models, type ReaderChoice } from '../llm';
@@ -143,7 +143,10 @@ interface QuestionSetup {
   asked: Map<string, Asked>;
 }
 
-export function createAuditActivities(store: Store, config: Config, policy: MemoryPolicy, models: Models) {
+export function createAuditActivities(store: Store, config: Config, models: Models) {
+  // The audit's agents are its own, on its own task queue (the nightly run never touches
+  // them), and one process runs it: the auditing operator's settings decide for them.
+  const policy = memoryPolicy(config);
   /** Writes the haystack into the agent's hot tier; returns the entries it holds there. */
   async function ingest(agentId: string, turns: HaystackTurn[]): Promise<Entry[]> {
     const built = entriesFor(agentId, turns, policy);

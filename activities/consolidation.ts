@@ -37,6 +37,7 @@ import {
 import { mongoNight } from '../store/night';
 import {
   forgetInputSchema,
+  forgetDerivedSchema,
   forgetStepSchema,
   nightlyAgentsInputSchema,
   nightlyRecordSchema,
@@ -44,11 +45,15 @@ import {
   type PhaseCounts,
   parseInput,
   restoreStepSchema,
-  runContextSchema,
+  phaseInputSchema,
 } from '../core/inputs';
+import type { Policy } from '../core/policy';
 
-/** Every phase of one agent's run gets the same input: the run's identity and its clock. */
-export type PhaseInput = RunContext;
+/**
+ * Every phase of one agent's run gets the same input: the run's identity, its clock and the
+ * policy the run read when it started (One policy).
+ */
+export type PhaseInput = RunContext & { policy: Policy };
 
 export type { PhaseCounts };
 
@@ -68,48 +73,54 @@ export interface ConsolidationReport {
  * back from the run's ledger records, so it is exact across retries.
  */
 export function createConsolidationActivities(store: Store, config: Config, summarizer: Summarizer) {
-  const policy: NightPolicy = {
-    memory: memoryPolicy(config),
-    refresh: refreshPolicy(config),
-    reclaim: reclaimPolicy(config),
-    cluster: { similarity: config.clusterSimilarity, neighbours: config.clusterNeighbours },
+  /** The stored policy the workflow read for this run, and this worker's batch size. */
+  const nightPolicy = (policy: Policy): NightPolicy => ({
+    memory: memoryPolicy(policy),
+    refresh: refreshPolicy(policy),
+    reclaim: reclaimPolicy(policy),
+    cluster: { similarity: policy.clusterSimilarity, neighbours: policy.clusterNeighbours },
     batch: config.lifecycleBatch,
-    queryLogRetentionDays: config.queryLogRetentionDays,
-  };
-  const night = (run: PhaseInput) => mongoNight(store, run, policy.batch);
+    queryLogRetentionDays: policy.queryLogRetentionDays,
+  });
   // Each activity checks its own input: workflows validate theirs, and this is the line the
   // store is behind (a value that reaches a query unchecked could be a query operator).
-  const checkedRun = (run: unknown): PhaseInput => parseInput(runContextSchema, run, 'nightly run');
+  const checked = (input: unknown): { run: RunContext; policy: NightPolicy } => {
+    const { policy, ...run } = parseInput(phaseInputSchema, input, 'nightly run');
+    return { run, policy: nightPolicy(policy) };
+  };
+  const night = (run: RunContext) => mongoNight(store, run, config.lifecycleBatch);
 
   return {
-    async expirePhase(run: PhaseInput): Promise<{ expired: number }> {
-      run = checkedRun(run);
+    async expirePhase(input: PhaseInput): Promise<{ expired: number }> {
+      const { run } = checked(input);
       return expirePhase(night(run), run, heartbeat);
     },
 
-    async refreshPhase(run: PhaseInput): Promise<{ refreshed: number; rehydrated: number; queries: number }> {
-      run = checkedRun(run);
+    async refreshPhase(
+      input: PhaseInput,
+    ): Promise<{ refreshed: number; rehydrated: number; queries: number }> {
+      const { run, policy } = checked(input);
       return refreshPhase(night(run), run, policy, heartbeat);
     },
 
-    async consolidatePhase(run: PhaseInput): Promise<{ summarised: number; lossySummaries: number }> {
-      run = checkedRun(run);
+    async consolidatePhase(input: PhaseInput): Promise<{ summarised: number; lossySummaries: number }> {
+      const { run, policy } = checked(input);
       return consolidatePhase(night(run), run, policy, (texts) => summarizer.summarize(texts), heartbeat);
     },
 
-    async supersedePhase(run: PhaseInput): Promise<{ superseded: number }> {
-      run = checkedRun(run);
+    async supersedePhase(input: PhaseInput): Promise<{ superseded: number }> {
+      const { run } = checked(input);
       return supersedePhase(night(run), heartbeat);
     },
 
-    async reclaimPhase(run: PhaseInput): Promise<{ spilled: number; evicted: number; hotBefore: number }> {
-      run = checkedRun(run);
+    async reclaimPhase(input: PhaseInput): Promise<{ spilled: number; evicted: number; hotBefore: number }> {
+      const { run, policy } = checked(input);
       return reclaimPhase(night(run), run, policy, heartbeat);
     },
 
     /** The `runs` document of the run, with its counts and where the store stands. */
-    async reportPhase(run: PhaseInput, counts: PhaseCounts): Promise<ConsolidationReport> {
-      run = checkedRun(run);
+    async reportPhase(input: PhaseInput, counts: PhaseCounts): Promise<ConsolidationReport> {
+      const { run } = checked(input);
       counts = parseInput(phaseCountsSchema, counts, 'phase counts');
       const [{ hot, cold }, tombstones] = await Promise.all([
         tierCounts(store, run.agentId),
@@ -191,8 +202,9 @@ export function createConsolidationActivities(store: Store, config: Config, summ
       agentId: string;
       entryId: string;
       at: number;
+      policy: Policy;
     }): Promise<{ resummarised: string[]; removed: string[]; restored: string[] }> {
-      input = parseInput(forgetStepSchema, input, 'forget');
+      input = parseInput(forgetDerivedSchema, input, 'forget');
       const resummarised: string[] = [];
       const removed: string[] = [];
       for (const summary of await summariesDerivedFrom(store, input.agentId, input.entryId)) {
@@ -209,7 +221,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
         const rebuilt = buildSummaryEntry(summary._id, present, text, assessment, {
           asOf: input.at,
           runId: summary.source.ref ?? 'forget',
-          policy: policy.memory,
+          policy: memoryPolicy(input.policy),
         });
         await replaceSummaryContent(
           store,

@@ -1,15 +1,14 @@
 import type { Config } from '../core/config';
-import type { MemoryPolicy } from '../core/entry';
 import { createModels } from '../llm';
 import type { Store } from '../store/db';
 import { createAuditActivities } from './audit';
 import { createConsolidationActivities } from './consolidation';
 import { withTypedFailures } from './failures';
+import { createPolicyActivities } from './policy';
 import { createWriteActivities } from './write';
 
 export interface ActivityDeps {
   store: Store;
-  policy: MemoryPolicy;
   config: Config;
 }
 
@@ -17,10 +16,17 @@ export function createActivities(deps: ActivityDeps) {
   // The local models, or the OpenAI-compatible ones when OPENAI_BASE_URL is set.
   const models = createModels(deps.config);
   return withTypedFailures({
-    ...createWriteActivities(deps.store, deps.policy),
-    ...createAuditActivities(deps.store, deps.config, deps.policy, models),
+    ...createPolicyActivities(deps.store),
+    ...createWriteActivities(deps.store),
     ...createConsolidationActivities(deps.store, deps.config, models.summarizer),
   });
 }
 
 export type Activities = ReturnType<typeof createActivities>;
+
+/** The audit's, for its own worker on its own task queue: production workers never load them. */
+export function createAuditWorkerActivities(deps: ActivityDeps) {
+  return withTypedFailures(createAuditActivities(deps.store, deps.config, createModels(deps.config)));
+}
+
+export type AuditActivities = ReturnType<typeof createAuditWorkerActivities>;

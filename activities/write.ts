@@ -1,4 +1,5 @@
-import { agentIdSchema, buildEntry, type MemoryPolicy, type WriteRequest } from '../core/entry';
+import { agentIdSchema, buildEntry, memoryPolicy, type WriteRequest } from '../core/entry';
+import { policySchema, type Policy } from '../core/policy';
 import { parseInput } from '../core/inputs';
 import { registerAgent } from '../store/agents';
 import type { Store } from '../store/db';
@@ -10,7 +11,7 @@ export interface PersistedEntry {
 }
 
 /** Soft writes: validated upstream, stored as-is, no model call (design 1.3). */
-export function createWriteActivities(store: Store, policy: MemoryPolicy) {
+export function createWriteActivities(store: Store) {
   return {
     /** The agent joins the nightly fan-out; idempotent. */
     async registerAgent(agentId: string): Promise<void> {
@@ -19,7 +20,9 @@ export function createWriteActivities(store: Store, policy: MemoryPolicy) {
     },
 
     /** Persist one batch; each request's entries come back in order with their ids. */
-    async persistWrites(requests: WriteRequest[]): Promise<PersistedEntry[][]> {
+    /** Under the policy the agent's workflow read (One policy), not this worker's settings. */
+    async persistWrites(requests: WriteRequest[], stored: Policy): Promise<PersistedEntry[][]> {
+      const policy = memoryPolicy(parseInput(policySchema, stored, 'policy'));
       const built = requests.map((req) =>
         req.entries.map((e) => {
           const writtenAt = e.writtenAt!;

@@ -4,6 +4,7 @@ import { registerAuditCommands } from './commands/audit';
 import { registerImpossibleCommands } from './commands/impossible';
 import { registerLifecycleCommands } from './commands/lifecycle';
 import { registerMemoryCommands } from './commands/memory';
+import { registerPolicyCommands } from './commands/policy';
 import { registerStackCommands } from './commands/stack';
 import { registerVerifyCommands } from './commands/verify';
 import { registerWorkerCommands } from './commands/worker';
@@ -22,6 +23,7 @@ export function buildProgram(): Command {
   registerWindowCommands(program);
   registerLifecycleCommands(program);
   registerVerifyCommands(program);
+  registerPolicyCommands(program);
   return program;
 }
 

@@ -20,6 +20,8 @@ import {
 } from '../core/entry';
 import { parseRecallRequest, type RecallRequestInput } from '../core/recall';
 import { openStore, type Store } from '../store/db';
+import { adoptPolicy } from '../store/policy';
+import { policyOf, writeLimitsOf, type Policy } from '../core/policy';
 import { recall, type RecallResult } from '../store/recall';
 import { verifyStore, type VerifyReport } from '../store/verify';
 import { parseInput, verifyRequestSchema } from '../core/inputs';
@@ -54,16 +56,20 @@ export class MemgateClient {
   private readonly coalescer: WriteCoalescer<PersistedEntry>;
   private readonly runningAgents = new Set<string>();
 
+  private readonly memory: MemoryPolicy;
+
   private constructor(
     readonly temporal: Client,
     readonly store: Store,
     private readonly config: Config,
-    private readonly policy: MemoryPolicy,
+    /** The stored policy as this client found it when it connected (One policy). */
+    readonly policy: Policy,
   ) {
-    this.limits = { maxTextChars: config.maxTextChars, maxEntriesPerWrite: config.maxEntriesPerWrite };
+    this.limits = writeLimitsOf(policy);
+    this.memory = memoryPolicy(policy);
     this.coalescer = new WriteCoalescer(
       (agentId, entries) => this.sendWrite(agentId, entries),
-      config.maxEntriesPerWrite,
+      policy.maxEntriesPerWrite,
     );
   }
 
@@ -71,7 +77,9 @@ export class MemgateClient {
     const connection = await Connection.connect({ address: endpoints.temporalAddress });
     const temporal = new Client({ connection, namespace: config.temporalNamespace });
     const store = await openStore(endpoints.mongoUri, config.database);
-    return new MemgateClient(temporal, store, config, memoryPolicy(config));
+    const { version, ...policy } = await adoptPolicy(store, policyOf(config));
+    void version;
+    return new MemgateClient(temporal, store, config, policy);
   }
 
   /**
@@ -146,7 +154,7 @@ export class MemgateClient {
       workflowId,
       taskQueue: this.config.taskQueue,
       workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [{ agentId, limits: this.limits }],
+      args: [{ agentId }],
     });
     const result = await this.temporal.workflow.executeUpdateWithStart(writeUpdate, {
       args,
@@ -162,7 +170,7 @@ export class MemgateClient {
   }
 
   async recall(request: RecallRequestInput): Promise<RecallResult> {
-    return recall(this.store, parseRecallRequest(request), this.policy);
+    return recall(this.store, parseRecallRequest(request), this.memory);
   }
 
   /**

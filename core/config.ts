@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { EvictionBoundaryError, InvalidConfigError } from './errors';
+import { policyConflicts } from './policy';
 
 /**
  * The one configuration object. Each field is read from one environment variable, validated
@@ -343,19 +344,9 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   }
   const config = out as Config;
   assertEvictionBoundary(config.reclaimFloor, config.gateThreshold);
-  if (config.lowWatermark > config.highWatermark) {
-    throw new InvalidConfigError(
-      'MEMGATE_LOW_WATERMARK',
-      CONFIG_SPECS.lowWatermark.allowed,
-      config.lowWatermark,
-    );
-  }
-  if (config.refreshSalience <= config.gateThreshold) {
-    throw new InvalidConfigError(
-      'MEMGATE_REFRESH_SALIENCE',
-      CONFIG_SPECS.refreshSalience.allowed,
-      config.refreshSalience,
-    );
+  for (const { field } of policyConflicts(config)) {
+    const s = CONFIG_SPECS[field];
+    throw new InvalidConfigError(s.env, s.allowed, config[field]);
   }
   if (config.openaiBaseUrl && !config.openaiApiKey) {
     throw new InvalidConfigError('OPENAI_API_KEY', 'required when OPENAI_BASE_URL is set', undefined);

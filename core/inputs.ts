@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { agentIdSchema, epochMs, zodIssues } from './entry';
 import { InvalidInputError } from './errors';
+import { policySchema } from './policy';
 
 /**
  * What every workflow and activity accepts. Each validates its own input with these (the
@@ -21,6 +22,9 @@ export const runContextSchema = z.strictObject({
   asOf: epochMs,
   runId: z.string().min(1).max(300),
 });
+
+/** A nightly phase: the run, and the policy the run read once when it started. */
+export const phaseInputSchema = runContextSchema.extend({ policy: policySchema });
 
 const tally = z.number().int().min(0);
 
@@ -57,6 +61,8 @@ export type ForgetInput = z.output<typeof forgetInputSchema>;
 /** A step of erasure or restore, with the instant the workflow fixed for it. */
 export const forgetStepSchema = forgetInputSchema.extend({ at: epochMs });
 export const restoreStepSchema = restoreInputSchema.extend({ at: epochMs });
+/** Rebuilding the summaries an erased entry fed, under the policy the erasure read. */
+export const forgetDerivedSchema = forgetStepSchema.extend({ policy: policySchema });
 
 export const verifyRequestSchema = z.strictObject({ agentId: agentIdSchema.optional() });
 

@@ -9,6 +9,7 @@ import {
   type OptionalUnlessRequiredId,
 } from 'mongodb';
 import type { Entry } from '../core/entry';
+import type { Policy } from '../core/policy';
 import { StackUnavailableError } from '../core/errors';
 
 /** One record per lifecycle event: spill, eviction, rehydration, supersession, restore, expiry, erasure. */
@@ -98,6 +99,13 @@ export interface EntryIdRecord {
   agentId: string;
 }
 
+/** The one stored policy (store/policy.ts), with how many times it was applied. */
+export interface PolicyRecord extends Policy {
+  _id: 'policy';
+  version: number;
+  appliedAt: number;
+}
+
 export interface Collections {
   hot: Collection<Entry>;
   cold: Collection<Entry>;
@@ -109,6 +117,7 @@ export interface Collections {
   entryIds: Collection<EntryIdRecord>;
   runs: Collection<{ _id: string } & Record<string, unknown>>;
   auditRecords: Collection<{ _id: string } & Record<string, unknown>>;
+  policy: Collection<PolicyRecord>;
 }
 
 export interface Store extends Collections {
@@ -186,12 +195,13 @@ export async function openStore(uri: string, database: string): Promise<Store> {
     entryIds: db.collection<EntryIdRecord>('entry_ids'),
     runs: db.collection('runs'),
     auditRecords: db.collection('audit_records'),
+    policy: db.collection<PolicyRecord>('policy'),
     close: () => client.close(),
   };
   return store;
 }
 
-type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords'>;
+type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords' | 'policy'>;
 
 /**
  * The one list of secondary indexes. Every query the store runs on a hot path is equality

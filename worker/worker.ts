@@ -1,7 +1,10 @@
+import { join } from 'node:path';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
-import { createActivities } from '../activities';
-import type { Config } from '../core/config';
-import { memoryPolicy } from '../core/entry';
+import { createActivities, createAuditWorkerActivities } from '../activities';
+import { auditTaskQueue } from '../workflows/audit';
+import { CONFIG_SPECS, type Config } from '../core/config';
+import { policyDrift, policyOf } from '../core/policy';
+import { adoptPolicy } from '../store/policy';
 import { ensureIndexes, openStore, type Store } from '../store/db';
 
 export interface WorkerHandle {
@@ -34,18 +37,54 @@ export async function createMemgateWorker(
   endpoints: Endpoints,
   opts: { workflowBundle?: WorkerOptions['workflowBundle'] } = {},
 ): Promise<WorkerHandle> {
+  return startWorker(config, endpoints, {
+    taskQueue: config.taskQueue,
+    workflows: opts.workflowBundle
+      ? { workflowBundle: opts.workflowBundle }
+      : { workflowsPath: require.resolve('../workflows') },
+    activities: (store) => createActivities({ store, config }),
+  });
+}
+
+/** The worker `memgate audit` brings along: the audit's workflow and activities on their own queue. */
+export async function createAuditWorker(config: Config, endpoints: Endpoints): Promise<WorkerHandle> {
+  return startWorker(config, endpoints, {
+    taskQueue: auditTaskQueue(config.taskQueue),
+    // A file path, not a module name: memgate runs from its TypeScript sources (bin/memgate.cjs),
+    // and the test runner's `require` does not resolve `.ts`.
+    workflows: { workflowsPath: join(__dirname, '..', 'workflows', 'audit.ts') },
+    activities: (store) => createAuditWorkerActivities({ store, config }),
+  });
+}
+
+async function startWorker(
+  config: Config,
+  endpoints: Endpoints,
+  what: {
+    taskQueue: string;
+    workflows: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'>;
+    activities: (store: Store) => object;
+  },
+): Promise<WorkerHandle> {
   installRuntime(config);
   const store = await openStore(endpoints.mongoUri, config.database);
   await ensureIndexes(store);
+  // The store's policy decides, not this environment's (One policy); say where they differ.
+  const proposed = policyOf(config);
+  const drift = policyDrift(await adoptPolicy(store, proposed), proposed);
+  if (drift.length > 0) {
+    Runtime.instance().logger.warn(
+      `this environment's ${drift.map((f) => CONFIG_SPECS[f].env).join(', ')} differ from the stored policy, which governs; \`memgate policy\` shows it, \`memgate policy apply\` replaces it`,
+      { drift },
+    );
+  }
   const connection = await NativeConnection.connect({ address: endpoints.temporalAddress });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
-    taskQueue: config.taskQueue,
-    ...(opts.workflowBundle
-      ? { workflowBundle: opts.workflowBundle }
-      : { workflowsPath: require.resolve('../workflows') }),
-    activities: createActivities({ store, policy: memoryPolicy(config), config }),
+    taskQueue: what.taskQueue,
+    ...what.workflows,
+    activities: what.activities(store),
   });
   return {
     worker,

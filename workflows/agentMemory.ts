@@ -10,6 +10,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import {
+  agentIdSchema,
   encodedBytes,
   MAX_WRITE_BYTES,
   parseWriteRequest,
@@ -18,19 +19,31 @@ import {
   type WriteRequestInput,
 } from '../core/entry';
 import { InvalidInputError } from '../core/errors';
+import { parseInput } from '../core/inputs';
+import { writeLimitsOf, type Policy } from '../core/policy';
+import { z } from 'zod';
 import { asApplicationFailure } from './failures';
 import type { PersistedEntry } from '../activities/write';
 import type { Activities } from '../activities';
 
-export interface AgentMemoryInput {
-  agentId: string;
-  limits: WriteLimits;
+export const agentMemoryInputSchema = z.strictObject({
+  agentId: agentIdSchema,
   /**
    * Hand over to a new run after this many persisted batches, before the server suggests it:
    * how tests reach the hand-over (as Temporal's samples do). Unset in production.
    */
-  continueAsNewAfterBatches?: number;
-}
+  continueAsNewAfterBatches: z.number().int().positive().optional(),
+});
+export type AgentMemoryInput = z.output<typeof agentMemoryInputSchema>;
+
+/**
+ * Before a run has read the stored policy (its first moments), a write is checked for shape
+ * and bytes only; the handler checks it against the policy's limits once it is read.
+ */
+const UNREAD_LIMITS: WriteLimits = {
+  maxTextChars: Number.MAX_SAFE_INTEGER,
+  maxEntriesPerWrite: Number.MAX_SAFE_INTEGER,
+};
 
 /**
  * The failure type of a write turned away while the run hands its history over to the next
@@ -53,13 +66,13 @@ export function agentMemoryWorkflowId(agentId: string): string {
 // retried by Temporal and recorded in history (as a marker).
 // Bounded: a batch that keeps failing fails its Updates (typed, so the caller can retry the
 // same ids) instead of stalling the agent's workflow and every write queued behind it.
-const { persistWrites, registerAgent } = proxyLocalActivities<Activities>({
+const { persistWrites, registerAgent, currentPolicy } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   retry: {
     initialInterval: '200 milliseconds',
     maximumInterval: '5 seconds',
     maximumAttempts: 5,
-    nonRetryableErrorTypes: ['InvalidInput'],
+    nonRetryableErrorTypes: ['InvalidInput', 'InvalidConfig'],
   },
 });
 
@@ -88,7 +101,16 @@ interface Pending {
  * One workflow per agent. Writes arrive as Updates; the validator rejects bad input before
  * it reaches history, and each Update completes only when its entries are durable.
  */
-export async function agentMemory(input: AgentMemoryInput): Promise<void> {
+export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
+  let input: AgentMemoryInput;
+  try {
+    input = parseInput(agentMemoryInputSchema, raw, 'agent memory');
+  } catch (err) {
+    throw asApplicationFailure(err);
+  }
+  // The stored policy as this run found it: its limits and decay apply to every write the
+  // run takes (One policy); the next run reads it again, so a change reaches the agent there.
+  let policy: Policy | undefined = undefined;
   const pending: Pending[] = [];
   let registered = false;
   let batches = 0;
@@ -103,7 +125,13 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
     async (raw) => {
       // Date.now() in a workflow is the time of the task, recorded in history.
       const now = Date.now();
-      const request = parseWriteRequest(raw, input.limits, now);
+      await condition(() => policy !== undefined);
+      let request: WriteRequest;
+      try {
+        request = parseWriteRequest(raw, writeLimitsOf(policy!), now);
+      } catch (err) {
+        throw asApplicationFailure(err);
+      }
       // Fixed here, inside history, so a retried persist derives the same ids.
       for (const e of request.entries) e.writtenAt ??= now;
       const result = await new Promise<PersistedEntry[] | Error>((done) =>
@@ -122,7 +150,8 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
           });
         }
         try {
-          const request = parseWriteRequest(raw, input.limits, Date.now());
+          const limits = policy ? writeLimitsOf(policy) : UNREAD_LIMITS;
+          const request = parseWriteRequest(raw, limits, Date.now());
           if (request.agentId !== input.agentId) {
             throw new InvalidInputError(
               `write for agent ${request.agentId} sent to the workflow of agent ${input.agentId}`,
@@ -135,6 +164,7 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
     },
   );
 
+  policy = await currentPolicy();
   for (;;) {
     await condition(() => pending.length > 0 || handOverDue());
     if (handOverDue()) {
@@ -166,7 +196,10 @@ export async function agentMemory(input: AgentMemoryInput): Promise<void> {
     }
     batches++;
     try {
-      const results = await persistWrites(batch.map((p) => p.request));
+      const results = await persistWrites(
+        batch.map((p) => p.request),
+        policy,
+      );
       batch.forEach((p, i) => p.done(results[i]!));
     } catch (err) {
       batch.forEach((p) => p.done(persistFailure(err)));

@@ -8,7 +8,7 @@ import {
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import type { AuditActivities } from '../activities';
 import type { AuditSettings } from '../activities/audit';
 import type { QuestionRef } from '../activities/longMemEval';
 import { AUDIT_ARMS } from '../core/audit';
@@ -52,14 +52,22 @@ export function auditWorkflowId(runId: string): string {
   return `memgate-audit-${runId}`;
 }
 
-const { listAuditQuestions, prepareAuditQuestion, releaseAuditQuestion } = proxyActivities<Activities>({
+/**
+ * The audit runs on a queue of its own, served by the worker `memgate audit` brings along:
+ * an experiment never takes a production worker's slots, nor a production worker its files.
+ */
+export function auditTaskQueue(taskQueue: string): string {
+  return `${taskQueue}-audit`;
+}
+
+const { listAuditQuestions, prepareAuditQuestion, releaseAuditQuestion } = proxyActivities<AuditActivities>({
   startToCloseTimeout: '2 minutes',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 5 },
 });
 
 // An arm heartbeats after each read, so a lost worker is noticed in seconds; a retry resumes
 // at the budget it reached. Model readers make an arm long, hence the generous overall bound.
-const { runAuditArm } = proxyActivities<Activities>({
+const { runAuditArm } = proxyActivities<AuditActivities>({
   startToCloseTimeout: '2 hours',
   heartbeatTimeout: '30 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '1 minute', maximumAttempts: 5 },

@@ -70,10 +70,14 @@ const phases = proxyActivities<Activities>({
 export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<ConsolidationReport> {
   const input = validated(consolidateAgentInputSchema, raw, 'consolidation');
   notAhead(input.asOf, 'consolidation');
+  // Read once and handed to every phase: whichever worker runs a phase, the run decides by
+  // one policy (One policy).
+  const policy = await phases.currentPolicy();
   const run = {
     agentId: input.agentId,
     asOf: input.asOf,
     runId: consolidationRunId(input.agentId, input.asOf),
+    policy,
   };
   const { expired } = await phases.expirePhase(run);
   const { refreshed, rehydrated } = await phases.refreshPhase(run);
@@ -220,7 +224,7 @@ export async function forget(raw: ForgetInput) {
   const input = validated(forgetInputSchema, raw, 'forget');
   const step = { ...input, at: Date.now() };
   await oneShot.forgetTombstone(step);
-  const derived = await phases.forgetDerived(step);
+  const derived = await phases.forgetDerived({ ...step, policy: await oneShot.currentPolicy() });
   const removed = await oneShot.forgetEntry(input);
   return { entryId: input.entryId, ...derived, ...removed };
 }

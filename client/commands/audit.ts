@@ -8,9 +8,10 @@ import { zodIssues } from '../../core/entry';
 import { InvalidInputError } from '../../core/errors';
 import { chooseJudge, chooseReader, createModels } from '../../llm';
 import { auditRecordsOfRun } from '../../store/audit';
-import { createMemgateWorker } from '../../worker/worker';
+import { createAuditWorker } from '../../worker/worker';
 import {
   auditProgressQuery,
+  auditTaskQueue,
   auditWorkflowId,
   memgateAudit,
   type AuditInput,
@@ -117,15 +118,16 @@ export function registerAuditCommands(program: Command): void {
       const input: AuditInput = { runId, ...what, concurrency: o.concurrency };
 
       const endpoints = await resolveEndpoints();
-      // The audit's activities read the data files, so this process brings a worker along.
-      const worker = await createMemgateWorker(c, endpoints);
+      // The audit's activities read the data files, so this process brings its own worker,
+      // on the audit's own queue: production workers never run an audit.
+      const worker = await createAuditWorker(c, endpoints);
       const running = worker.run();
       const client = await MemgateClient.connect(c, endpoints);
       const startedAt = Date.now();
       try {
         const handle = await client.temporal.workflow.start(memgateAudit, {
           workflowId: auditWorkflowId(input.runId),
-          taskQueue: c.taskQueue,
+          taskQueue: auditTaskQueue(c.taskQueue),
           args: [input],
           workflowIdConflictPolicy: 'USE_EXISTING',
         });

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditRecord } from '../../core/audit';
+import { auditTaskQueue, auditWorkflowId } from '../../workflows/audit';
 import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 
@@ -36,8 +37,25 @@ describe('memgate audit (the installed command)', () => {
   it.skipIf(!existsSync(DATA))(
     'audits a question end to end and writes records, summary, table and chart',
     async () => {
-      const r = await memgate({}, 'audit', '--questions', '00ca467f', '--budgets', '8000', '--out', out);
+      const runId = `cli${Date.now().toString(36)}`;
+      const r = await memgate(
+        {},
+        'audit',
+        '--questions',
+        '00ca467f',
+        '--budgets',
+        '8000',
+        '--out',
+        out,
+        '--run-id',
+        runId,
+      );
       expect(r.code).toBe(0);
+      // On the audit's own queue, served by the worker the command brought: the production
+      // queue's worker (this environment's) never ran it, and the nightly run lists no audit agent.
+      const described = await env.client.temporal.workflow.getHandle(auditWorkflowId(runId)).describe();
+      expect(described.taskQueue).toBe(auditTaskQueue(env.config.taskQueue));
+      expect(await env.store.agents.countDocuments()).toBe(0);
       expect(r.stderr).toMatch(/question×arm steps/);
       const records = readFileSync(join(out, 'records.jsonl'), 'utf8')
         .trim()

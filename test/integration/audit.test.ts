@@ -4,7 +4,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditSettings } from '../../activities/audit';
 import { armPolicy, AUDIT_ARMS, summarizeAudit, type AuditRecord, type SummaryRow } from '../../core/audit';
 import { auditRecordsOfRun } from '../../store/audit';
-import { auditProgressQuery, auditWorkflowId, memgateAudit, type AuditInput } from '../../workflows/audit';
+import {
+  auditProgressQuery,
+  auditTaskQueue,
+  auditWorkflowId,
+  memgateAudit,
+  type AuditInput,
+} from '../../workflows/audit';
+import { createAuditWorker, type WorkerHandle } from '../../worker/worker';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /** The shared LongMemEval-S sample beside the repository; one question of each type. */
@@ -14,6 +21,17 @@ const BUDGETS = [80_000, 30_000, 8_000];
 const CLASSIC = ['fifo', 'random-1', 'random-2', 'random-3', 'redundancy', 'importance'];
 
 let env: TestEnv;
+/** The audit's own worker, as `memgate audit` brings one along; the env's worker serves production. */
+let auditWorker: WorkerHandle;
+let auditRunning: Promise<void>;
+async function startAuditWorker(): Promise<void> {
+  auditWorker = await createAuditWorker(env.config, env.endpoints);
+  auditRunning = auditWorker.run();
+}
+async function stopAuditWorker(): Promise<void> {
+  auditWorker?.worker.shutdown();
+  await auditRunning;
+}
 let records: AuditRecord[];
 let rows: SummaryRow[];
 const runId = `t${Date.now().toString(36)}`;
@@ -34,15 +52,17 @@ function row(arm: string, budget: number | null, condition: string): SummaryRow 
 describe.skipIf(!existsSync(DATA))('restore-counterfactual audit on LongMemEval-S (evidence reader)', () => {
   beforeAll(async () => {
     env = await startTestEnv();
+    await startAuditWorker();
   });
   afterAll(async () => {
+    await stopAuditWorker();
     await env?.close();
   });
 
   it('runs as a workflow that survives a worker restart and writes one record per question, arm, budget, read setting and condition', async () => {
     const handle = await env.client.temporal.workflow.start(memgateAudit, {
       workflowId: auditWorkflowId(runId),
-      taskQueue: env.config.taskQueue,
+      taskQueue: auditTaskQueue(env.config.taskQueue),
       args: [input],
     });
     // Crash the worker once work is under way; the workflow and its activities resume on the next one.
@@ -51,7 +71,8 @@ describe.skipIf(!existsSync(DATA))('restore-counterfactual audit on LongMemEval-
       if (p.stepsDone >= 2) break;
       await new Promise((r) => setTimeout(r, 200));
     }
-    await env.restartWorker();
+    await stopAuditWorker();
+    await startAuditWorker();
     const result = await handle.result();
     records = await auditRecordsOfRun(env.store, runId);
     rows = summarizeAudit(records);
@@ -145,7 +166,7 @@ describe.skipIf(!existsSync(DATA))('restore-counterfactual audit on LongMemEval-
   it('rerunning a finished run id reuses its records instead of recomputing them', async () => {
     const again = await env.client.temporal.workflow.execute(memgateAudit, {
       workflowId: auditWorkflowId(runId),
-      taskQueue: env.config.taskQueue,
+      taskQueue: auditTaskQueue(env.config.taskQueue),
       args: [input],
     });
     expect(again.records).toBe(records.length);

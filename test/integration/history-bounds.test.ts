@@ -31,10 +31,6 @@ describe('agentMemory under sustained writes from two clients', () => {
       args: [
         {
           agentId,
-          limits: {
-            maxTextChars: env.config.maxTextChars,
-            maxEntriesPerWrite: env.config.maxEntriesPerWrite,
-          },
           continueAsNewAfterBatches: 3,
         },
       ],
