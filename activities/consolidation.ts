@@ -1,4 +1,4 @@
-import { heartbeat } from '@temporalio/activity';
+import { CancelledFailure, Context } from '@temporalio/activity';
 import { assessSummary, buildSummaryEntry } from '../core/clusters';
 import type { Config } from '../core/config';
 import { memoryPolicy, type Tier } from '../core/entry';
@@ -11,6 +11,7 @@ import {
   refreshPhase,
   supersedePhase,
   type NightPolicy,
+  type NightStore,
 } from '../core/nightly';
 import { reclaimPolicy } from '../core/reclaim';
 import type { Summarizer } from '../llm/summarizer';
@@ -35,12 +36,14 @@ import {
   type RunRecord,
 } from '../store/lifecycle';
 import { mongoNight } from '../store/night';
+import { pruneRecords } from '../store/retention';
 import {
   forgetInputSchema,
   forgetDerivedSchema,
   forgetStepSchema,
   nightlyAgentsInputSchema,
   nightlyRecordSchema,
+  pruneInputSchema,
   phaseCountsSchema,
   type PhaseCounts,
   parseInput,
@@ -67,6 +70,42 @@ export interface ConsolidationReport {
 }
 
 /**
+ * Heartbeat, or stop if the run was cancelled: a phase calls this before every store call
+ * and for every batch, so a lost worker shows up within the heartbeat timeout and a
+ * cancelled run stops at its next step (CancelledFailure) instead of finishing a phase that
+ * nobody waits for. Every phase is idempotent, so stopping anywhere is safe.
+ */
+function heartbeat(detail?: Record<string, number> | string): void {
+  const ctx = Context.current();
+  if (ctx.cancellationSignal.aborted) throw new CancelledFailure('the run was cancelled');
+  ctx.heartbeat(detail);
+}
+
+async function* heartbeatEach<T>(batches: AsyncIterable<T>): AsyncGenerator<T> {
+  for await (const batch of batches) {
+    heartbeat();
+    yield batch;
+  }
+}
+
+/** The night's store with a heartbeat before each call and each batch it yields. */
+function heartbeating(night: NightStore): NightStore {
+  return new Proxy(night, {
+    get(target, key) {
+      const member: unknown = Reflect.get(target, key);
+      if (typeof member !== 'function') return member;
+      return (...args: unknown[]) => {
+        heartbeat();
+        const out: unknown = member.apply(target, args);
+        return out !== null && typeof out === 'object' && Symbol.asyncIterator in out
+          ? heartbeatEach(out as AsyncIterable<unknown>)
+          : out;
+      };
+    },
+  });
+}
+
+/**
  * The nightly pass for one agent, one activity per phase (core/nightly.ts over the MongoDB
  * store): expire → refresh → supersede → consolidate → reclaim → report. Each takes the
  * run's `asOf`, heartbeats its progress and is idempotent; each count it returns is read
@@ -88,7 +127,7 @@ export function createConsolidationActivities(store: Store, config: Config, summ
     const { policy, ...run } = parseInput(phaseInputSchema, input, 'nightly run');
     return { run, policy: nightPolicy(policy) };
   };
-  const night = (run: RunContext) => mongoNight(store, run, config.lifecycleBatch);
+  const night = (run: RunContext) => heartbeating(mongoNight(store, run, config.lifecycleBatch));
 
   return {
     async expirePhase(input: PhaseInput): Promise<{ expired: number }> {
@@ -147,13 +186,20 @@ export function createConsolidationActivities(store: Store, config: Config, summ
       return report;
     },
 
-    /** The agents the nightly run fans out to (after `after`, for a continued run), and how many at once. */
-    async nightlyAgents(input: { after?: string }): Promise<{ agentIds: string[]; concurrency: number }> {
+    /** A page of the agents the nightly run fans out to (after `after`), and how many at once. */
+    async nightlyAgents(input: {
+      after?: string;
+      limit: number;
+    }): Promise<{ agentIds: string[]; concurrency: number }> {
       input = parseInput(nightlyAgentsInputSchema, input, 'agent listing');
-      const agentIds = (await registeredAgents(store)).filter(
-        (a) => input.after === undefined || a > input.after,
-      );
+      const agentIds = await registeredAgents(store, input);
       return { agentIds, concurrency: config.consolidationConcurrency };
+    },
+
+    /** Ledger, run and audit records past their retention go (the query log goes in refresh). */
+    async pruneRecords(input: { asOf: number; policy: Policy }): Promise<Record<string, number>> {
+      input = parseInput(pruneInputSchema, input, 'record pruning');
+      return pruneRecords(store, input.asOf, input.policy);
     },
 
     async recordNightly(input: {

@@ -260,6 +260,27 @@ export const CONFIG_SPECS = {
     default: '30',
     doc: 'how long the query log keeps a recall; the nightly run drops older ones after reading them',
   }),
+  ledgerRetentionDays: spec({
+    env: 'MEMGATE_LEDGER_RETENTION_DAYS',
+    schema: count,
+    allowed: 'a positive integer number of days',
+    default: '365',
+    doc: 'how long the ledger keeps a lifecycle event (tombstones, the proof of a deletion, stay)',
+  }),
+  runRetentionDays: spec({
+    env: 'MEMGATE_RUN_RETENTION_DAYS',
+    schema: count,
+    allowed: 'a positive integer number of days',
+    default: '365',
+    doc: 'how long the record of a nightly run is kept',
+  }),
+  auditRetentionDays: spec({
+    env: 'MEMGATE_AUDIT_RETENTION_DAYS',
+    schema: count,
+    allowed: 'a positive integer number of days',
+    default: '180',
+    doc: 'how long audit records are kept',
+  }),
   lifecycleBatch: spec({
     env: 'MEMGATE_LIFECYCLE_BATCH',
     schema: count,

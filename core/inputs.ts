@@ -66,7 +66,13 @@ export const forgetDerivedSchema = forgetStepSchema.extend({ policy: policySchem
 
 export const verifyRequestSchema = z.strictObject({ agentId: agentIdSchema.optional() });
 
-export const nightlyAgentsInputSchema = z.strictObject({ after: agentIdSchema.optional() });
+export const nightlyAgentsInputSchema = z.strictObject({
+  after: agentIdSchema.optional(),
+  limit: z.number().int().positive().max(1000),
+});
+
+/** Pruning the records past their retention, under the night's policy. */
+export const pruneInputSchema = z.strictObject({ asOf: epochMs, policy: policySchema });
 
 /** Parse or throw InvalidInputError naming `what` and each offending field. */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {

@@ -4,7 +4,8 @@ import type { WriteLimits } from './entry';
 /**
  * The decisions every worker must make alike for an agent (docs/invariants.md, One policy):
  * how salience decays and gates, when reclaim runs and what it may delete, what merges, how
- * long the query log keeps a recall, and how large a write may be. One stored document holds
+ * long the query log and the ledger, run and audit records are kept, and how large a write
+ * may be. One stored document holds
  * it (store/policy.ts); a workflow reads it once and hands it to each of its activities, so
  * a worker's own environment never decides for an agent. The environment variables of the
  * same names only propose it (`memgate policy apply`).
@@ -26,6 +27,9 @@ export const policySchema = z
     clusterSimilarity: fraction,
     clusterNeighbours: count,
     queryLogRetentionDays: count,
+    ledgerRetentionDays: count,
+    runRetentionDays: count,
+    auditRetentionDays: count,
     maxTextChars: count,
     maxEntriesPerWrite: count,
   })

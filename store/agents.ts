@@ -1,10 +1,17 @@
 import type { Tier } from '../core/entry';
 import type { Store } from './db';
 
-/** The agents the nightly run fans out to, in id order (one small document each). */
-export async function registeredAgents(store: Store): Promise<string[]> {
-  const agents = await store.agents.find({}, { projection: { _id: 1 } }).toArray();
-  return agents.map((a) => a._id).sort();
+/** A page of the agents the nightly run fans out to, in id order, after `after`. */
+export async function registeredAgents(
+  store: Store,
+  page: { after?: string; limit: number },
+): Promise<string[]> {
+  const agents = await store.agents
+    .find(page.after === undefined ? {} : { _id: { $gt: page.after } }, { projection: { _id: 1 } })
+    .sort({ _id: 1 })
+    .limit(page.limit)
+    .toArray();
+  return agents.map((a) => a._id);
 }
 
 /** How many entries each tier of the agent holds; `hot` undefined when never counted. */

@@ -225,7 +225,8 @@ export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string,
   hot: TIER_INDEXES,
   cold: TIER_INDEXES,
   tombstones: [{ termKeys: 1 }, { agentId: 1 }],
-  ledger: [{ agentId: 1, runId: 1, event: 1 }],
+  // `at`: the nightly pruning deletes by age (store/retention.ts).
+  ledger: [{ agentId: 1, runId: 1, event: 1 }, { at: 1 }],
   queries: [
     { agentId: 1, day: 1 },
     { agentId: 1, hitIds: 1 },
@@ -245,4 +246,6 @@ export async function ensureIndexes(store: Store): Promise<void> {
     for (const keys of indexes) await store[name].createIndex(keys);
   }
   await store.runs.createIndex({ kind: 1, agentId: 1 });
+  await store.runs.createIndex({ asOf: 1 });
+  await store.auditRecords.createIndex({ at: 1 });
 }

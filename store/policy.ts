@@ -1,4 +1,4 @@
-import { policySchema, type Policy } from '../core/policy';
+import { POLICY_FIELDS, policySchema, type Policy } from '../core/policy';
 import { InvalidConfigError } from '../core/errors';
 import type { PolicyRecord, Store } from './db';
 
@@ -20,14 +20,24 @@ function fromRecord(record: PolicyRecord): Policy & { version: number } {
   return { ...parsed.data, version };
 }
 
-/** The stored policy, adopting `proposed` first if the store has none yet. */
+/**
+ * The stored policy, adopting `proposed` first if the store has none yet. A field a newer
+ * memgate added, which the stored policy lacks, is adopted the same way.
+ */
 export async function adoptPolicy(store: Store, proposed: Policy): Promise<Policy & { version: number }> {
-  const record = await store.policy.findOneAndUpdate(
+  const record = (await store.policy.findOneAndUpdate(
     { _id: 'policy' },
     { $setOnInsert: { ...proposed, version: 1, appliedAt: Date.now() } },
     { upsert: true, returnDocument: 'after' },
-  );
-  return fromRecord(record!);
+  ))!;
+  const missing = POLICY_FIELDS.filter((f) => record[f] === undefined);
+  if (missing.length === 0) return fromRecord(record);
+  const added = Object.fromEntries(missing.map((f) => [f, proposed[f]]));
+  // Only where still absent: a concurrent adoption or apply that set a field keeps it.
+  for (const f of missing) {
+    await store.policy.updateOne({ _id: 'policy', [f]: { $exists: false } }, { $set: { [f]: added[f] } });
+  }
+  return fromRecord((await store.policy.findOne({ _id: 'policy' }))!);
 }
 
 export async function storedPolicy(store: Store): Promise<(Policy & { version: number }) | undefined> {

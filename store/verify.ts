@@ -44,16 +44,30 @@ export async function verifyStore(
   store: Store,
   opts: { agentId?: string; batch: number },
 ): Promise<VerifyReport> {
-  const agents = opts.agentId !== undefined ? [opts.agentId] : await registeredAgents(store);
   const report: VerifyReport = {
     ok: true,
-    agents: agents.length,
+    agents: 0,
     checked: { ids: 0, tombstones: 0 },
     findings: [],
   };
-  for (const agentId of agents) {
-    await verifyIds(store, agentId, opts.batch, report);
-    await verifyTombstones(store, agentId, opts.batch, report);
+  const pages = async function* (): AsyncGenerator<string[]> {
+    if (opts.agentId !== undefined) return yield [opts.agentId];
+    for (let after: string | undefined; ;) {
+      const page = await registeredAgents(store, {
+        ...(after !== undefined && { after }),
+        limit: opts.batch,
+      });
+      if (page.length > 0) yield page;
+      if (page.length < opts.batch) return;
+      after = page.at(-1);
+    }
+  };
+  for await (const page of pages()) {
+    for (const agentId of page) {
+      report.agents++;
+      await verifyIds(store, agentId, opts.batch, report);
+      await verifyTombstones(store, agentId, opts.batch, report);
+    }
   }
   report.ok = report.findings.length === 0;
   return report;

@@ -108,11 +108,16 @@ const nightlyResultSchema = z.strictObject({
 });
 export type NightlyResult = z.output<typeof nightlyResultSchema>;
 
+/** One page of the agent listing: a small activity result however many agents there are. */
+const AGENTS_PER_PAGE = 1000;
+
 const nightlyInputSchema = z.strictObject({
   /** Defaults to the time the Schedule meant this run for (so a backfill replays that night). */
   asOf: epochMs.optional(),
   /** A continued run picks up after this agent id. */
   after: agentIdSchema.optional(),
+  /** Agents listed per activity call; lowered by tests to reach the paging. */
+  agentsPerPage: z.number().int().positive().max(AGENTS_PER_PAGE).optional(),
   carried: nightlyResultSchema.optional(),
 });
 export type NightlyInput = z.input<typeof nightlyInputSchema>;
@@ -143,9 +148,6 @@ export async function nightlyConsolidation(raw: NightlyInput = {}): Promise<Nigh
   const asOf =
     input.asOf ?? workflowInfo().typedSearchAttributes.get(scheduledStartTime)?.getTime() ?? Date.now();
   notAhead(asOf, 'nightly run');
-  const { agentIds, concurrency } = await phases.nightlyAgents({
-    ...(input.after && { after: input.after }),
-  });
   const result: NightlyResult = input.carried ?? {
     asOf,
     agents: 0,
@@ -153,39 +155,48 @@ export async function nightlyConsolidation(raw: NightlyInput = {}): Promise<Nigh
     failed: [],
     totals: { ...EMPTY_COUNTS },
   };
-  result.agents += agentIds.length;
-  let next = 0;
-  let started = 0;
-
-  const lane = async (): Promise<void> => {
-    while (next < agentIds.length && !workflowInfo().continueAsNewSuggested) {
-      const agentId = agentIds[next++]!;
-      started = next;
-      try {
-        const report = await executeChild(consolidateAgent, {
-          workflowId: consolidateAgentWorkflowId(agentId, asOf),
-          args: [{ agentId, asOf }],
-        });
-        result.completed++;
-        for (const key of Object.keys(result.totals) as (keyof PhaseCounts)[]) {
-          result.totals[key] += report.counts[key];
-        }
-      } catch (err) {
-        result.failed.push({ agentId, error: (err as Error).message });
-      }
+  const pageSize = input.agentsPerPage ?? AGENTS_PER_PAGE;
+  // The last agent whose run started: the next page, or the next run, lists agents after it.
+  let after = input.after;
+  for (;;) {
+    if (workflowInfo().continueAsNewSuggested) {
+      await continueAsNew<typeof nightlyConsolidation>({
+        ...input,
+        asOf,
+        ...(after && { after }),
+        carried: result,
+      });
     }
-  };
-  await Promise.all(Array.from({ length: Math.min(concurrency, agentIds.length) }, lane));
-
-  if (started < agentIds.length) {
-    // History is long: hand the rest to a fresh run, which lists agents after the last started.
-    result.agents -= agentIds.length - started;
-    await continueAsNew<typeof nightlyConsolidation>({
-      asOf,
-      after: agentIds[started - 1]!,
-      carried: result,
+    const { agentIds, concurrency } = await phases.nightlyAgents({
+      ...(after && { after }),
+      limit: pageSize,
     });
+    let next = 0;
+    const lane = async (): Promise<void> => {
+      while (next < agentIds.length && !workflowInfo().continueAsNewSuggested) {
+        const agentId = agentIds[next++]!;
+        after = agentId;
+        result.agents++;
+        try {
+          const report = await executeChild(consolidateAgent, {
+            workflowId: consolidateAgentWorkflowId(agentId, asOf),
+            args: [{ agentId, asOf }],
+          });
+          result.completed++;
+          for (const key of Object.keys(result.totals) as (keyof PhaseCounts)[]) {
+            result.totals[key] += report.counts[key];
+          }
+        } catch (err) {
+          result.failed.push({ agentId, error: (err as Error).message });
+        }
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(concurrency, agentIds.length) }, lane));
+    // A page cut short by a long history goes on in the next run; a short page was the last.
+    if (next === agentIds.length && agentIds.length < pageSize) break;
   }
+  const policy = await phases.currentPolicy();
+  const pruned = await phases.pruneRecords({ asOf, policy });
   await phases.recordNightly({
     runId: `nightly@${new Date(asOf).toISOString()}`,
     asOf,
@@ -194,6 +205,7 @@ export async function nightlyConsolidation(raw: NightlyInput = {}): Promise<Nigh
       completed: result.completed,
       failed: result.failed.length,
       ...result.totals,
+      ...pruned,
     },
   });
   return result;
