@@ -3,7 +3,7 @@ import { createModels } from '../llm';
 import type { Store } from '../store/db';
 import { createAuditActivities } from './audit';
 import { createConsolidationActivities } from './consolidation';
-import { withTypedFailures } from './failures';
+import { withLiveness, withTypedFailures } from './failures';
 import { createPolicyActivities } from './policy';
 import { createWriteActivities } from './write';
 
@@ -18,7 +18,7 @@ export function createActivities(deps: ActivityDeps) {
   return withTypedFailures({
     ...createPolicyActivities(deps.store),
     ...createWriteActivities(deps.store),
-    ...createConsolidationActivities(deps.store, deps.config, models.summarizer),
+    ...withLiveness(createConsolidationActivities(deps.store, deps.config, models.summarizer)),
   });
 }
 

@@ -58,11 +58,12 @@ const RETRY: RetryPolicy = {
   nonRetryableErrorTypes: ['InvalidInput', 'InvalidConfig', 'EvictionBoundaryError'],
 };
 
-// Phases page through big stores: a lost worker shows up as a missed heartbeat, and the
-// retry resumes from the last cursor it heartbeated.
+// Phases page through big stores for as long as they need; each heartbeats while it runs
+// (activities/failures.ts `withLiveness`), so a lost worker shows up within the heartbeat
+// timeout and the phase, idempotent, is retried on another.
 const phases = proxyActivities<Activities>({
   startToCloseTimeout: '2 hours',
-  heartbeatTimeout: '2 minutes',
+  heartbeatTimeout: '20 seconds',
   retry: RETRY,
 });
 
@@ -211,7 +212,11 @@ export async function nightlyConsolidation(raw: NightlyInput = {}): Promise<Nigh
   return result;
 }
 
-const oneShot = proxyActivities<Activities>({ startToCloseTimeout: '1 minute', retry: RETRY });
+const oneShot = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  heartbeatTimeout: '20 seconds',
+  retry: RETRY,
+});
 
 export function restoreWorkflowId(agentId: string, entryId: string): string {
   return `memgate-restore-${agentId}-${entryId}`;

@@ -1,7 +1,12 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import { consolidateAgent, consolidateAgentWorkflowId } from '../../workflows/consolidation';
+import {
+  consolidateAgent,
+  consolidateAgentWorkflowId,
+  forget,
+  forgetWorkflowId,
+} from '../../workflows/consolidation';
 import { killWorker, spawnWorker } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
@@ -99,6 +104,116 @@ describe('SIGKILL of the worker process', () => {
     expect(report.counts.spilled).toBe(cold);
     await expectVerified(env, agentId);
   }, 900_000);
+
+  it('in every nightly phase, one after the other: the run completes, every entry in one place', async () => {
+    const agentId = env.agent('kill-phases');
+    const day0 = (i: number) => dayAt(0, 0) + i * 1000;
+    // Work for every phase: volatile facts past their freshness (expire), every new entry's
+    // terms (refresh), facts replaced by newer ones (supersede), near-duplicates (consolidate),
+    // and more than the capacity of 600 (reclaim).
+    const entries = [
+      ...Array.from({ length: 300 }, (_, i) => ({
+        text: `Dock ${i} quota is ${i * 13} pallets this week.`,
+        kind: 'fact' as const,
+        volatile: true,
+        freshUntil: dayAt(0, 12),
+        writtenAt: day0(i),
+      })),
+      ...Array.from({ length: 300 }, (_, i) => ({
+        text: `Gate ${i} supervisor is ${i % 2 ? 'Ines' : 'Tomas'} ${WORDS[i % WORDS.length]}.`,
+        kind: 'fact' as const,
+        subject: `gate ${Math.floor(i / 2)}`,
+        attribute: 'supervisor',
+        writtenAt: day0(1000 + i),
+      })),
+      ...Array.from({ length: 300 }, (_, i) => ({
+        text: `${note(200_000 + Math.floor(i / 2))}${i % 2 ? ' Signed off.' : ''}`,
+        writtenAt: day0(2000 + i),
+      })),
+    ];
+    for (let i = 0; i < entries.length; i += 100) {
+      await env.client.write({ agentId, entries: entries.slice(i, i + 100) });
+    }
+    const asOf = dayAt(1, 3);
+    const handle = await env.client.temporal.workflow.start(consolidateAgent, {
+      workflowId: consolidateAgentWorkflowId(agentId, asOf),
+      taskQueue: env.config.taskQueue,
+      args: [{ agentId, asOf }],
+    });
+    const phases = ['expirePhase', 'refreshPhase', 'supersedePhase', 'consolidatePhase', 'reclaimPhase'];
+    for (const phase of phases) {
+      await until(
+        `${phase} under way`,
+        async () =>
+          (await handle.describe()).raw.pendingActivities?.some(
+            (a) => a.activityType?.name === phase && a.state === 2 /* STARTED */,
+          ) ?? false,
+        300_000,
+      );
+      await killCurrentWorker();
+      await startWorker();
+    }
+    const report = await handle.result();
+    // Each phase was cut off once and retried to completion on the next worker.
+    const history = await handle.fetchHistory();
+    const scheduled = new Map<number, string>();
+    const attempts = new Map<string, number>();
+    for (const event of history.events ?? []) {
+      const s = event.activityTaskScheduledEventAttributes;
+      if (s) scheduled.set(Number(event.eventId), s.activityType!.name!);
+      const started = event.activityTaskStartedEventAttributes;
+      if (started) attempts.set(scheduled.get(Number(started.scheduledEventId))!, started.attempt!);
+    }
+    for (const phase of phases) expect(attempts.get(phase), phase).toBeGreaterThanOrEqual(2);
+    expect(report.counts).toMatchObject({ expired: 300, superseded: 150 });
+    expect(report.counts.summarised).toBeGreaterThan(0);
+    expect(report.counts.spilled).toBeGreaterThan(0);
+    const [hot, cold] = await Promise.all([
+      env.store.hot.countDocuments({ agentId }),
+      env.store.cold.countDocuments({ agentId }),
+    ]);
+    expect(hot).toBe(300);
+    expect(hot + cold).toBe(900 + report.counts.summarised);
+    await expectVerified(env, agentId);
+  }, 900_000);
+
+  it('during forget: the erasure completes on the new worker and nothing of the entry remains', async () => {
+    const agentId = env.agent('kill-forget');
+    const written = await env.client.write({
+      agentId,
+      entries: Array.from({ length: 40 }, (_, i) => ({
+        text: `${note(300_000 + Math.floor(i / 2))}${i % 2 ? ' Signed off.' : ''}`,
+        writtenAt: dayAt(0, 0) + i * 1000,
+      })),
+    });
+    const asOf = dayAt(1, 3);
+    const night = await env.client.temporal.workflow.execute(consolidateAgent, {
+      workflowId: consolidateAgentWorkflowId(agentId, asOf),
+      taskQueue: env.config.taskQueue,
+      args: [{ agentId, asOf }],
+    });
+    expect(night.counts.summarised).toBeGreaterThan(0);
+    // An entry a summary was built from: erasure rebuilds or removes that summary too.
+    const summarised = await env.store.hot.findOne({ agentId, 'subsumedBy.0': { $exists: true } });
+    const entryId = summarised!._id;
+    expect(written.entries.map((e) => e.id)).toContain(entryId);
+    const handle = await env.client.temporal.workflow.start(forget, {
+      workflowId: forgetWorkflowId(agentId, entryId),
+      taskQueue: env.config.taskQueue,
+      args: [{ agentId, entryId }],
+    });
+    await until(
+      'the erasure under way',
+      async () => (await env.store.tombstones.countDocuments({ agentId })) > 0,
+    );
+    await killCurrentWorker();
+    expect((await handle.describe()).status.name).toBe('RUNNING');
+    await startWorker();
+    await handle.result();
+    expect(await env.store.hot.countDocuments({ _id: entryId })).toBe(0);
+    expect(await env.store.cold.countDocuments({ _id: entryId })).toBe(0);
+    await expectVerified(env, agentId);
+  }, 600_000);
 
   it('during a burst of writes: every write is acknowledged once, by the new worker if need be', async () => {
     const agentId = env.agent('kill-writes');
