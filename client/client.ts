@@ -33,7 +33,16 @@ import {
   type WriteResult,
 } from '../workflows/agentMemory';
 import { WriteCoalescer } from '../core/writeCoalescer';
-import { fromTemporalFailure } from './errors';
+import { toMemgateError } from './errors';
+
+/** A client call: whatever fails in it reaches the caller as a MemgateError (client/errors.ts). */
+async function typed<T>(call: () => Promise<T>): Promise<T> {
+  try {
+    return await call();
+  } catch (err) {
+    throw toMemgateError(err);
+  }
+}
 
 /** A hand-over takes one workflow task or two; a write waits this long between tries. */
 const HANDOVER_PAUSE_MS = 50;
@@ -74,10 +83,16 @@ export class MemgateClient {
   }
 
   static async connect(config: Config, endpoints: ClientEndpoints): Promise<MemgateClient> {
-    const connection = await Connection.connect({ address: endpoints.temporalAddress });
+    const connection = await Connection.connect({ address: endpoints.temporalAddress }).catch(
+      (err: unknown) => {
+        throw new StackUnavailableError(
+          `cannot reach Temporal at ${endpoints.temporalAddress}: ${(err as Error).message}`,
+        );
+      },
+    );
     const temporal = new Client({ connection, namespace: config.temporalNamespace });
     const store = await openStore(endpoints.mongoUri, config.database);
-    const { version, ...policy } = await adoptPolicy(store, policyOf(config));
+    const { version, ...policy } = await typed(() => adoptPolicy(store, policyOf(config)));
     void version;
     return new MemgateClient(temporal, store, config, policy);
   }
@@ -125,7 +140,7 @@ export class MemgateClient {
           err instanceof WorkflowUpdateFailedError &&
           err.cause instanceof ApplicationFailure &&
           err.cause.type === RUN_ENDING;
-        if (!handingOver) throw fromTemporalFailure(err);
+        if (!handingOver) throw toMemgateError(err);
         if (attempt >= HANDOVER_ATTEMPTS) {
           throw new StackUnavailableError(`the memory workflow of agent ${agentId} kept handing over`, {
             agentId,
@@ -170,7 +185,8 @@ export class MemgateClient {
   }
 
   async recall(request: RecallRequestInput): Promise<RecallResult> {
-    return recall(this.store, parseRecallRequest(request), this.memory);
+    const checked = parseRecallRequest(request);
+    return typed(() => recall(this.store, checked, this.memory));
   }
 
   /**
@@ -179,10 +195,12 @@ export class MemgateClient {
    */
   async verify(request: { agentId?: string } = {}): Promise<VerifyReport> {
     const { agentId } = parseInput(verifyRequestSchema, request, 'verify');
-    return verifyStore(this.store, {
-      ...(agentId !== undefined && { agentId }),
-      batch: this.config.lifecycleBatch,
-    });
+    return typed(() =>
+      verifyStore(this.store, {
+        ...(agentId !== undefined && { agentId }),
+        batch: this.config.lifecycleBatch,
+      }),
+    );
   }
 
   async close(): Promise<void> {

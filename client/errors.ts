@@ -1,6 +1,16 @@
-import { ApplicationFailure, WorkflowUpdateFailedError } from '@temporalio/client';
+import {
+  ApplicationFailure,
+  isGrpcServiceError,
+  ServiceError,
+  TemporalFailure,
+  WorkflowFailedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+} from '@temporalio/client';
+import { storeFailure } from '../store/db';
 import {
   ConflictError,
+  MemgateError,
   EvictionBoundaryError,
   InvalidInputError,
   ModelError,
@@ -41,4 +51,32 @@ export function fromTemporalFailure(err: unknown): unknown {
 /** InvalidInputError re-appends its issues to the message; keep only the lead. */
 function stripIssues(message: string): string {
   return message.split(': ')[0] ?? message;
+}
+
+/**
+ * What every client call throws: a MemgateError, never a raw driver or gRPC error. A typed
+ * failure that travelled through Temporal comes back as its class; a store or Temporal that
+ * failed or cannot be reached is StackUnavailable; a workflow that is not there is NotFound.
+ * Anything else (a bug in memgate itself) is rethrown as it is, not disguised.
+ */
+export function toMemgateError(err: unknown): unknown {
+  if (err instanceof MemgateError) return err;
+  const typed = fromTemporalFailure(err);
+  if (typed !== err) return typed;
+  const store = storeFailure(err);
+  if (store) return store;
+  if (err instanceof WorkflowNotFoundError) return new NotFoundError(err.message);
+  if (
+    err instanceof ServiceError ||
+    isGrpcServiceError(err) ||
+    err instanceof TemporalFailure ||
+    err instanceof WorkflowFailedError ||
+    err instanceof WorkflowUpdateFailedError
+  ) {
+    const cause = (err as Error).cause instanceof Error ? `: ${((err as Error).cause as Error).message}` : '';
+    return new StackUnavailableError(`Temporal failed: ${(err as Error).message}${cause}`, {
+      temporalError: (err as Error).name,
+    });
+  }
+  return err;
 }

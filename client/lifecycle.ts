@@ -17,7 +17,7 @@ import {
   restore,
   restoreWorkflowId,
 } from '../workflows/consolidation';
-import { fromTemporalFailure } from './errors';
+import { toMemgateError } from './errors';
 
 /** The failure a workflow or one of its activities raised, as the MemgateError it started as. */
 function unwrap(err: unknown): unknown {
@@ -30,8 +30,8 @@ function unwrap(err: unknown): unknown {
     if (!cause.cause) break;
     cause = cause.cause;
   }
-  const typed = fromTemporalFailure(cause);
-  return typed === cause ? err : typed;
+  const typed = toMemgateError(cause);
+  return typed === cause ? toMemgateError(err) : typed;
 }
 
 async function run<T>(fn: () => Promise<T>): Promise<T> {

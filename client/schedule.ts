@@ -1,3 +1,4 @@
+import { toMemgateError } from './errors';
 import {
   Client,
   Connection,
@@ -106,7 +107,7 @@ export class NightlySchedule {
           },
         );
       }
-      throw err;
+      throw toMemgateError(err);
     }
   }
 
@@ -116,14 +117,16 @@ export class NightlySchedule {
       await this.temporal.schedule.create(options);
       return { scheduleId: this.scheduleId, action: 'created' };
     } catch (err) {
-      if (!(err instanceof ScheduleAlreadyRunning)) throw err;
+      if (!(err instanceof ScheduleAlreadyRunning)) throw toMemgateError(err);
     }
-    await this.handle().update((previous) => ({
-      ...previous,
-      spec: options.spec,
-      action: options.action,
-      policies: { ...previous.policies, ...options.policies },
-    }));
+    await this.guard(() =>
+      this.handle().update((previous) => ({
+        ...previous,
+        spec: options.spec,
+        action: options.action,
+        policies: { ...previous.policies, ...options.policies },
+      })),
+    );
     return { scheduleId: this.scheduleId, action: 'updated' };
   }
 

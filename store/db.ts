@@ -1,6 +1,7 @@
 import {
   MongoBulkWriteError,
   MongoClient,
+  MongoError,
   type AnyBulkWriteOperation,
   type BulkWriteResult,
   type Collection,
@@ -171,6 +172,17 @@ export async function insertIgnoringExisting<T extends Document & { _id: string 
     }
   }
   return existing;
+}
+
+/**
+ * A failure of the store's server or of the connection to it, as the typed error the rest of
+ * memgate speaks: no driver error leaves the store layer's callers' boundary (client/errors.ts).
+ */
+export function storeFailure(err: unknown): StackUnavailableError | undefined {
+  if (!(err instanceof MongoError)) return undefined;
+  return new StackUnavailableError(`the MongoDB-protocol server failed: ${err.message}`, {
+    driverError: err.name,
+  });
 }
 
 export async function openStore(uri: string, database: string): Promise<Store> {

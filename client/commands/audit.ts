@@ -18,7 +18,7 @@ import {
   type AuditProgress,
 } from '../../workflows/audit';
 import { MemgateClient } from '../client';
-import { fromTemporalFailure } from '../errors';
+import { toMemgateError } from '../errors';
 import { renderChart, renderTable } from '../auditReport';
 import { config, resolveEndpoints } from './context';
 
@@ -147,7 +147,7 @@ export function registerAuditCommands(program: Command): void {
           }
         }
         const outcome = await result.catch((err: unknown) => {
-          throw fromTemporalFailure(err);
+          throw toMemgateError(err);
         });
         if (process.stderr.isTTY) process.stderr.write('\n');
         const wallSeconds = Math.round((Date.now() - startedAt) / 100) / 10;
