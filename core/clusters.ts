@@ -1,5 +1,6 @@
 import { atoms, checkLossless } from './atoms';
 import { initialPending, isExpired, type Entry, type MemoryPolicy } from './entry';
+import { awaitPatch, combinePatches, restorePatch, type EntryPatch } from './lifecycle';
 import { dormantAt, salienceAt } from './salience';
 import { countTokens, terms } from './text';
 
@@ -74,13 +75,24 @@ export function nearDuplicateClusters(items: readonly ClusterItem[], opts: Clust
   return clusters;
 }
 
-/** What the consolidate phase may merge: active, unexpired, non-summary entries. */
+/**
+ * What the consolidate phase may merge: active, unexpired, durable, non-summary entries.
+ * A volatile fact is never summarised: it lapses, and is renewed, as one entry (expire,
+ * `memgate restore --fresh-until`), which a summary merging it cannot follow. A summary
+ * valid as long as it is would take its durable co-sources out of default recall when it
+ * lapses, after they may have been evicted with the summary standing in for them; one valid
+ * longer would assert its value after it lapsed (docs/invariants.md, Current summaries).
+ */
 export function clusterable(
   entry: Pick<Entry, 'kind' | 'isActive' | 'validity' | 'expiredAt'>,
   asOf: number,
 ): boolean {
   return (
-    entry.kind !== 'summary' && entry.isActive && entry.expiredAt === undefined && !isExpired(entry, asOf)
+    entry.kind !== 'summary' &&
+    entry.isActive &&
+    !entry.validity.volatile &&
+    entry.expiredAt === undefined &&
+    !isExpired(entry, asOf)
   );
 }
 
@@ -110,8 +122,10 @@ export function assessSummary(
 
 /**
  * The summary entry for a cluster. It is as salient as its most salient source is now,
- * as confident as its least confident one, as fresh as its least fresh one, and it names
- * its sources (`derivedFrom`) and the run that wrote it (`source.ref`).
+ * as confident as its least confident one, and it names its sources (`derivedFrom`) and the
+ * run that wrote it (`source.ref`). Consolidation merges only durable entries (`clusterable`),
+ * so its summaries are durable; rebuilt by an erasure from the sources of a summary written
+ * before that rule, it is as fresh as its least fresh source, so it never asserts a lapsed value.
  */
 export function buildSummaryEntry(
   id: string,
@@ -154,4 +168,71 @@ export function buildSummaryEntry(
   if (assessment.lossy) entry.lossyReasons = assessment.lossyReasons;
   entry.pending = initialPending(entry);
   return entry;
+}
+
+// Links between a summary and its sources -------------------------------------------------
+
+/**
+ * The source's link to a summary says `lossless` (key B of the two-key check): added when
+ * `link` and missing, else changed only where it is there; undefined when it already says so.
+ */
+export function claimPatch(
+  source: Pick<Entry, 'subsumedBy'>,
+  summaryId: string,
+  lossless: boolean,
+  opts: { link: boolean },
+): EntryPatch | undefined {
+  const links = source.subsumedBy ?? [];
+  const current = links.find((l) => l.summaryId === summaryId);
+  if (current ? current.lossless === lossless : !opts.link) return undefined;
+  const subsumedBy = current
+    ? links.map((l) => (l.summaryId === summaryId ? { summaryId, lossless } : l))
+    : [...links, { summaryId, lossless }];
+  return { set: { subsumedBy }, unset: [] };
+}
+
+/**
+ * A source leaves a summary that no longer stands for it (retired, or removed by an
+ * erasure): its link goes, so no eviction relies on that summary, and a current source
+ * awaits clustering again, so the next consolidate phase may summarise it anew.
+ * Undefined once the link is gone, so a rerun changes nothing.
+ */
+export function releasePatch(
+  source: Pick<Entry, 'kind' | 'isActive' | 'subsumedBy' | 'pending'>,
+  summaryId: string,
+): EntryPatch | undefined {
+  const links = source.subsumedBy ?? [];
+  if (!links.some((l) => l.summaryId === summaryId)) return undefined;
+  const rest = links.filter((l) => l.summaryId !== summaryId);
+  const unlink: EntryPatch = rest.length
+    ? { set: { subsumedBy: rest }, unset: [] }
+    : { set: {}, unset: ['subsumedBy'] };
+  const current = source.kind !== 'summary' && source.isActive;
+  return current ? combinePatches(unlink, awaitPatch(source, 'cluster')) : unlink;
+}
+
+/**
+ * A summary one of whose sources was superseded leaves default recall (and can stand in for
+ * nothing: `standsIn` takes only active summaries). It is kept, for deep recall and because
+ * an entry evicted before may have it as its only stand-in; undefined when already retired.
+ */
+export function retirePatch(summary: Pick<Entry, 'isActive'>): EntryPatch | undefined {
+  return summary.isActive ? { set: { isActive: false }, unset: [] } : undefined;
+}
+
+/** A retired summary whose sources are all current again (clustered anew) is active again. */
+export function reinstatePatch(summary: Pick<Entry, 'isActive'>): EntryPatch | undefined {
+  return summary.isActive ? undefined : { set: { isActive: true }, unset: [] };
+}
+
+/**
+ * A superseded entry current again: active, protected from facts written before `at`, and,
+ * unless it is a summary, awaiting clustering, so a night may summarise it again (a summary
+ * it was in was retired when it was superseded, and stays so: its other sources were
+ * summarised anew).
+ */
+export function restoreSupersessionPatch(entry: Pick<Entry, 'kind' | 'pending'>, at: number): EntryPatch {
+  return entry.kind === 'summary'
+    ? restorePatch(at)
+    : combinePatches(restorePatch(at), awaitPatch(entry, 'cluster'));
 }

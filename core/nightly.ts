@@ -95,6 +95,8 @@ export interface NightStore {
   summaryId(sourceIds: readonly string[]): string;
   /** Summaries this run already wrote (a retried consolidate phase completes them). */
   summariesOfRun(): Promise<Entry[]>;
+  /** Summaries built from the entry, in either tier, retired ones too. */
+  summariesOf(sourceId: string): Promise<Entry[]>;
   expire(found: Located): Promise<void>;
   /** Hot steps raise salience in place (guarded by the version the plan read); cold steps rehydrate. */
   refresh(steps: readonly (RefreshStep & { version: number; terms: string[] })[]): Promise<void>;
@@ -102,8 +104,20 @@ export interface NightStore {
   dropLiveKeys(since: number | undefined): Promise<void>;
   /** Recalls logged on the days `[from, to)` leave the query log. */
   dropQueries(from: number, to: number): Promise<void>;
-  writeSummary(summary: Entry, lossless: ReadonlyMap<string, boolean>): Promise<void>;
+  /**
+   * Stores the summary unless either tier holds it already, and links each source to the
+   * summary as stored, lossless when the stored text keeps all of the source's facts: a
+   * retried phase whose model wrote other text finds the earlier text, and the links agree
+   * with what stands in. A retired summary of exactly these sources, all current again, is
+   * reinstated.
+   */
+  writeSummary(summary: Entry, sources: readonly { id: string; text: string }[]): Promise<void>;
   supersede(step: SupersessionStep): Promise<void>;
+  /**
+   * The summary is retired (`retirePatch`) and then each of its sources released from it
+   * (`releasePatch`), every step idempotent, with a ledger record naming the superseded source.
+   */
+  retireSummary(summary: Entry, cause: SupersededSource): Promise<void>;
   spill(batch: readonly { step: ReclaimStep; entry: Entry }[]): Promise<void>;
   /** False when the entry changed since it was read: it stays, and no tombstone is left. */
   evict(entry: Entry, step: ReclaimStep): Promise<boolean>;
@@ -305,12 +319,13 @@ export async function consolidatePhase(
   progress: Progress = quiet,
 ): Promise<{ summarised: number; lossySummaries: number }> {
   for (const summary of await night.summariesOfRun()) {
+    // One retired since (a later night superseded a source) stays retired.
+    if (!summary.isActive) continue;
     const { present } = await night.stored(summary.derivedFrom ?? []);
-    const assessment = assessSummary(
+    await night.writeSummary(
+      summary,
       present.map((s) => ({ id: s._id, text: s.text })),
-      summary.text,
     );
-    await night.writeSummary(summary, assessment.lossless);
   }
 
   // Summaries written since the refresh phase counted the night's writes.
@@ -343,7 +358,7 @@ export async function consolidatePhase(
       runId: run.runId,
       policy: policy.memory,
     });
-    await night.writeSummary(summary, assessment.lossless);
+    await night.writeSummary(summary, texts);
     progress({ clusters: clusters.length, done: ++done });
   }
   await night.settle(
@@ -357,9 +372,37 @@ export async function consolidatePhase(
   };
 }
 
+/** A fact superseded, and the fact that superseded it. */
+export interface SupersededSource {
+  sourceId: string;
+  supersededBy: string;
+}
+
+/**
+ * The supersessions the night must carry into the summaries: those it plans, and those an
+ * earlier attempt of it already made (a superseded fact or its successor is among the
+ * night's pending facts, which stay pending until the phase settles them), in id order.
+ */
+export function supersededTonight(
+  facts: readonly Pick<Entry, '_id' | 'supersededBy'>[],
+  steps: readonly SupersessionStep[],
+  pendingIds: ReadonlySet<string>,
+): SupersededSource[] {
+  const successor = new Map<string, string>();
+  for (const f of facts) if (f.supersededBy !== undefined) successor.set(f._id, f.supersededBy);
+  for (const step of steps) successor.set(step.olderId, step.newerId);
+  return [...successor]
+    .filter(([older, newer]) => pendingIds.has(older) || pendingIds.has(newer))
+    .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+    .map(([sourceId, supersededBy]) => ({ sourceId, supersededBy }));
+}
+
 /**
  * A newer dated fact about the same subject and attribute supersedes the older one. The
- * subjects with a new fact since the last run are checked, each with all of its facts.
+ * subjects with a new fact since the last run are checked, each with all of its facts. A
+ * summary built from a superseded fact, on whatever night, is retired and its sources
+ * released (docs/invariants.md, Current summaries): the current ones await clustering, so
+ * tonight's consolidate phase, which runs next, summarises them again without the old value.
  */
 export async function supersedePhase(
   night: NightStore,
@@ -372,10 +415,16 @@ export async function supersedePhase(
     for (const { entry } of await night.factsAbout(subject))
       if (!facts.has(entry._id)) facts.set(entry._id, entry);
   }
+  const steps = planSupersession([...facts.values()]);
   let done = 0;
-  for (const step of planSupersession([...facts.values()])) {
+  for (const step of steps) {
     await night.supersede(step);
     progress({ done: ++done });
+  }
+  const pendingIds = new Set(pending.map((p) => p.entry._id));
+  for (const superseded of supersededTonight([...facts.values()], steps, pendingIds)) {
+    for (const summary of await night.summariesOf(superseded.sourceId))
+      await night.retireSummary(summary, superseded);
   }
   await night.settle(
     pending.map((p) => p.entry._id),

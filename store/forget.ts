@@ -1,8 +1,16 @@
+import { claimPatch, restoreSupersessionPatch } from '../core/clusters';
 import type { Entry } from '../core/entry';
-import { restorePatch } from '../core/lifecycle';
 import { ERASED, type Store } from './db';
 import { termKeys } from './entries';
-import { annotate, deleteEntry, findById, locateEntry, TIERS, tierCollection } from './lifecycle';
+import {
+  annotate,
+  deleteEntry,
+  findById,
+  locateEntry,
+  releaseSources,
+  TIERS,
+  tierCollection,
+} from './lifecycle';
 
 /**
  * Erasure (I10): an entry's content leaves hot, cold, the query log and every summary
@@ -47,7 +55,14 @@ export async function summariesDerivedFrom(store: Store, agentId: string, id: st
   return [...found.values()];
 }
 
-/** Rewrite a summary in place (every tier holding it) from the sources that remain. */
+/**
+ * Rewrite a summary in place (every tier holding it) from the sources that remain. The
+ * rewrite keeps every source's link truthful at every crash point, and its steps are
+ * idempotent: the lossless links are withdrawn first, then the text is replaced, then each
+ * link says whether the new text keeps its source's facts, and only then does the erased id
+ * leave `derivedFrom`. Until that last step the erasure finds the summary again, so a
+ * retried rewrite (whose model may write other text) redoes every step against its own text.
+ */
 export async function replaceSummaryContent(
   store: Store,
   agentId: string,
@@ -60,6 +75,18 @@ export async function replaceSummaryContent(
   at: number,
 ): Promise<void> {
   const { _id } = summary;
+  await store.ledger.replaceOne(
+    { _id: `erase:${erasedId}:resummarise:${_id}`, agentId },
+    { agentId, at, event: 'resummarise', entryId: _id, reason: `source ${erasedId} erased` },
+    { upsert: true },
+  );
+  const stillBuiltFromErased = (e: Pick<Entry, 'derivedFrom'>) => e.derivedFrom?.includes(erasedId) ?? false;
+  const current = (await locateEntry(store, agentId, _id))?.entry;
+  // Once the erased id has left `derivedFrom`, the rewrite is complete.
+  if (!current || !stillBuiltFromErased(current)) return;
+  for (const sourceId of lossless.keys()) {
+    await annotate(store, agentId, sourceId, (e) => claimPatch(e, _id, false, { link: false }));
+  }
   const content: Partial<Entry> = {
     text: summary.text,
     tokens: summary.tokens,
@@ -67,30 +94,19 @@ export async function replaceSummaryContent(
     termKeys: termKeys(agentId, summary.terms),
     liveKeys: termKeys(agentId, summary.terms),
     atoms: summary.atoms,
-    derivedFrom: summary.derivedFrom,
     lossy_summary: summary.lossy_summary,
   };
   if (summary.lossyReasons !== undefined) content.lossyReasons = summary.lossyReasons;
   await annotate(store, agentId, _id, (e) =>
-    e.derivedFrom?.includes(erasedId)
+    stillBuiltFromErased(e)
       ? { set: content, unset: summary.lossyReasons === undefined ? ['lossyReasons'] : [] }
       : undefined,
   );
   for (const [sourceId, ok] of lossless) {
-    await annotate(store, agentId, sourceId, (e) => {
-      const links = e.subsumedBy ?? [];
-      const current = links.find((l) => l.summaryId === _id);
-      if (current?.lossless === ok) return undefined;
-      return {
-        set: { subsumedBy: [...links.filter((l) => l.summaryId !== _id), { summaryId: _id, lossless: ok }] },
-        unset: [],
-      };
-    });
+    await annotate(store, agentId, sourceId, (e) => claimPatch(e, _id, ok, { link: false }));
   }
-  await store.ledger.replaceOne(
-    { _id: `erase:${erasedId}:resummarise:${_id}`, agentId },
-    { agentId, at, event: 'resummarise', entryId: _id, reason: `source ${erasedId} erased` },
-    { upsert: true },
+  await annotate(store, agentId, _id, (e) =>
+    stillBuiltFromErased(e) ? { set: { derivedFrom: summary.derivedFrom }, unset: [] } : undefined,
   );
 }
 
@@ -122,18 +138,16 @@ export async function removeSummary(
 }
 
 /**
- * Entries subsumed by a summary that is going lose that link; tombstones it stood in for say
- * so. Both are found through the summary's own `derivedFrom` by point reads, so this runs
- * before the summary is deleted.
+ * Entries subsumed by a summary that is going are released from it (`releasePatch`: the link
+ * goes, and a current one awaits clustering again); tombstones it stood in for say so. Both
+ * are found through the summary's own `derivedFrom` by point reads, so this runs before the
+ * summary is deleted.
  */
 export async function unlinkSummary(store: Store, agentId: string, summaryId: string): Promise<void> {
   const summary = (await locateEntry(store, agentId, summaryId))?.entry;
-  for (const id of summary?.derivedFrom ?? []) {
-    await annotate(store, agentId, id, (e) =>
-      e.subsumedBy?.some((l) => l.summaryId === summaryId)
-        ? { set: { subsumedBy: e.subsumedBy.filter((l) => l.summaryId !== summaryId) }, unset: [] }
-        : undefined,
-    );
+  if (!summary) return;
+  await releaseSources(store, agentId, summary);
+  for (const id of summary.derivedFrom ?? []) {
     const stone = await findById(store.tombstones, agentId, id);
     if (stone?.standIn?.summaryId === summaryId && !stone.standIn.erased) {
       await store.tombstones.updateOne(
@@ -171,7 +185,9 @@ export async function unlinkSupersession(
         },
         { upsert: true },
       );
-      await annotate(store, agentId, _id, (e) => (e.supersededBy === id ? restorePatch(at) : undefined));
+      await annotate(store, agentId, _id, (e) =>
+        e.supersededBy === id ? restoreSupersessionPatch(e, at) : undefined,
+      );
       restored.push(_id);
     }
     for (const { _id } of await collection

@@ -1,5 +1,13 @@
 import { createHash } from 'node:crypto';
 import type { Collection, Document, Filter, UpdateFilter } from 'mongodb';
+import {
+  assessSummary,
+  claimPatch,
+  reinstatePatch,
+  releasePatch,
+  restoreSupersessionPatch,
+  retirePatch,
+} from '../core/clusters';
 import type { Entry, Tier } from '../core/entry';
 import { ConflictError } from '../core/errors';
 import {
@@ -10,7 +18,6 @@ import {
   expirePatch,
   refreshPatch,
   renewPatch,
-  restorePatch,
   settlePatch,
   supersedePatch,
   supersedesPatch,
@@ -18,7 +25,7 @@ import {
   type RefreshStep,
 } from '../core/lifecycle';
 import type { ReclaimStep } from '../core/reclaim';
-import { FIRST_NIGHT_LOOKBACK_DAYS } from '../core/nightly';
+import { FIRST_NIGHT_LOOKBACK_DAYS, type SupersededSource } from '../core/nightly';
 import { dayOf } from '../core/salience';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import { countArrived, countDeleted, countMoved } from './agents';
@@ -498,40 +505,75 @@ export function summaryId(agentId: string, sourceIds: readonly string[]): string
 }
 
 /**
- * Store a summary (unless either tier already holds it) and record on each source that it
- * is subsumed, and whether losslessly (key B of the two-key check). Returns a source erased
- * since the cluster was read, if any: the summary holds its content and must go too (the
- * erasure found no summary to rebuild when it looked); the caller removes it as erasure does.
+ * Store a summary (unless either tier already holds it) and link each source to the summary
+ * as stored, lossless when the stored text keeps all of the source's facts (key B of the
+ * two-key check). The id is the sources', so an earlier attempt may have stored other text (a
+ * model asked again answers otherwise): the links are assessed against the stored text, which
+ * is what would stand in (I5). A retired summary of exactly these sources, which the caller
+ * read as current, is reinstated; a summary no longer stored (erased) gets no links. Returns a
+ * source erased since the cluster was read, if any: the summary holds its content and must go
+ * too (the erasure found no summary to rebuild when it looked); the caller removes it as
+ * erasure does.
  */
 export async function writeSummary(
   store: Store,
   ctx: RunContext,
   summary: Entry,
-  lossless: ReadonlyMap<string, boolean>,
+  sources: readonly { id: string; text: string }[],
 ): Promise<{ erasedSource?: string }> {
   // Counted into hot as it lands (a crash in between leaves the count low until reclaim's
   // next full read sets it), so tonight's reclaim sees it.
-  if ((await insertNewEntries(store, [summary])).get(summary._id) === 'created') {
-    await countArrived(store, ctx.agentId, 1);
-  }
-  const [erasedSource] = await withdrawErased(store, ctx.agentId, summary.derivedFrom ?? []);
+  const created = (await insertNewEntries(store, [summary])).get(summary._id) === 'created';
+  if (created) await countArrived(store, ctx.agentId, 1);
+  const stored = created ? summary : (await locateEntry(store, ctx.agentId, summary._id))?.entry;
+  if (!stored) return {};
+  const [erasedSource] = await withdrawErased(store, ctx.agentId, stored.derivedFrom ?? []);
   if (erasedSource !== undefined) return { erasedSource };
-  await recordEvent(store, ctx, 'summarise', summary._id, 'near-duplicate cluster merged', {
-    derivedFrom: summary.derivedFrom,
-    lossy_summary: summary.lossy_summary,
-    lossyReasons: summary.lossyReasons ?? [],
+  const derived = new Set(stored.derivedFrom);
+  const { lossless } = assessSummary(
+    sources.filter((s) => derived.has(s.id)),
+    stored.text,
+  );
+  await recordEvent(store, ctx, 'summarise', stored._id, 'near-duplicate cluster merged', {
+    derivedFrom: stored.derivedFrom,
+    lossy_summary: stored.lossy_summary,
+    lossyReasons: stored.lossyReasons ?? [],
   });
+  if (!stored.isActive) await annotate(store, ctx.agentId, stored._id, reinstatePatch);
   for (const [sourceId, ok] of lossless) {
-    await annotate(store, ctx.agentId, sourceId, (e) =>
-      e.subsumedBy?.some((s) => s.summaryId === summary._id)
-        ? undefined
-        : {
-            set: { subsumedBy: [...(e.subsumedBy ?? []), { summaryId: summary._id, lossless: ok }] },
-            unset: [],
-          },
-    );
+    await annotate(store, ctx.agentId, sourceId, (e) => claimPatch(e, stored._id, ok, { link: true }));
   }
   return {};
+}
+
+/** Each source of the summary is released from it (`releasePatch`); a rerun changes nothing. */
+export async function releaseSources(
+  store: Store,
+  agentId: string,
+  summary: Pick<Entry, '_id' | 'derivedFrom'>,
+): Promise<void> {
+  for (const id of summary.derivedFrom ?? []) {
+    await annotate(store, agentId, id, (e) => releasePatch(e, summary._id));
+  }
+}
+
+/**
+ * A summary built from a superseded fact leaves default recall (docs/invariants.md, Current
+ * summaries): the ledger record and the retirement first, so from then on no eviction takes
+ * it as a stand-in, then its sources are released. Each step is idempotent, and the phase
+ * finds the summary again on a rerun, retired or not, so a crash anywhere converges.
+ */
+export async function retireSummary(
+  store: Store,
+  ctx: RunContext,
+  summary: Entry,
+  cause: SupersededSource,
+): Promise<void> {
+  if (summary.isActive) {
+    await recordEvent(store, ctx, 'retire', summary._id, 'built from a superseded fact', { ...cause });
+    await annotate(store, ctx.agentId, summary._id, retirePatch);
+  }
+  await releaseSources(store, ctx.agentId, summary);
 }
 
 // Supersede and restore -----------------------------------------------------------------
@@ -562,7 +604,8 @@ export interface RestoreResult {
 /**
  * Reverse a supersession (and, given a new `freshUntil`, an expiry). The ledger record is
  * keyed by the restore's time and written first, so a retried restore finishes the same
- * change instead of reporting a conflict.
+ * change instead of reporting a conflict. A retired summary comes back only while every
+ * source it holds is current (docs/invariants.md, Current summaries); else ConflictError.
  */
 export async function restoreEntry(
   store: Store,
@@ -587,6 +630,16 @@ export async function restoreEntry(
         { id },
       );
     }
+    if (restored.includes('supersession') && before.kind === 'summary') {
+      const { present } = await storedEntries(store, agentId, before.derivedFrom ?? []);
+      const superseded = present.find((source) => !source.isActive);
+      if (superseded) {
+        throw new ConflictError(
+          `summary ${id} holds ${superseded._id}, which is superseded; restore that entry instead (a night then clusters it again)`,
+          { id, source: superseded._id },
+        );
+      }
+    }
     await store.ledger.replaceOne(
       { _id: ledgerId, agentId },
       {
@@ -601,16 +654,14 @@ export async function restoreEntry(
     );
   }
   const newer = (earlier?.inputs?.supersededBy as string | undefined) ?? before.supersededBy;
+  const { freshUntil } = opts;
   const copies = await annotate(store, agentId, id, (e) => {
     const patches: EntryPatch[] = [];
+    if (restored.includes('expiry') && freshUntil !== undefined && e.validity.freshUntil !== freshUntil)
+      patches.push(renewPatch(freshUntil), awaitPatch(e, 'expire'));
+    // Seen with the renewal applied, so both kinds of work stay pending.
     if (restored.includes('supersession') && (e.supersededBy !== undefined || !e.isActive))
-      patches.push(restorePatch(opts.at));
-    if (
-      restored.includes('expiry') &&
-      opts.freshUntil !== undefined &&
-      e.validity.freshUntil !== opts.freshUntil
-    )
-      patches.push(renewPatch(opts.freshUntil), awaitPatch(e, 'expire'));
+      patches.push(restoreSupersessionPatch(applyPatch(e, combinePatches(...patches)), opts.at));
     return patches.length ? combinePatches(...patches) : undefined;
   });
   if (newer !== undefined) {

@@ -1,7 +1,7 @@
 import type { Entry, PendingWork } from '../core/entry';
 import type { Located, NightRun, NightStore } from '../core/nightly';
 import { awaitsCounting } from '../core/lifecycle';
-import { removeSummary } from './forget';
+import { removeSummary, summariesDerivedFrom } from './forget';
 import { dayOf } from '../core/salience';
 import type { ReclaimEntry } from '../core/reclaim';
 import { countArrived, setHotCount, tierCounts } from './agents';
@@ -19,6 +19,7 @@ import {
   previousRunAsOf,
   refreshHotEntries,
   rehydrateEntry,
+  retireSummary,
   spillEntries,
   storedEntries,
   summaryId,
@@ -166,12 +167,14 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
     },
     dropLiveKeys: (since) => dropLiveKeys(store, run, since),
     dropQueries: (from, to) => dropQueries(store, run, from, to),
-    async writeSummary(summary: Entry, lossless) {
-      const { erasedSource } = await writeSummary(store, run, summary, lossless);
+    summariesOf: (sourceId) => summariesDerivedFrom(store, agentId, sourceId),
+    async writeSummary(summary: Entry, sources) {
+      const { erasedSource } = await writeSummary(store, run, summary, sources);
       if (erasedSource !== undefined)
         await removeSummary(store, agentId, summary._id, erasedSource, run.asOf);
     },
     supersede: (step) => supersedeEntry(store, run, step.olderId, step.newerId),
+    retireSummary: (summary, cause) => retireSummary(store, run, summary, cause),
     spill: async (spills) => {
       await spillEntries(store, run, spills);
     },

@@ -14,6 +14,8 @@ import { inBatches, TIERS, tierCollection } from './lifecycle';
  * - `stand-in-missing` / `stand-in-inactive` / `stand-in-not-lossless`: an eviction tombstone
  *   names a summary that is gone or no longer active, or that lacks an atom of the deleted
  *   entry although it claimed to hold them all.
+ * - `summary-not-current`: an active summary is built from an entry that is superseded
+ *   (docs/invariants.md, Current summaries).
  */
 export type VerifyCheck =
   | 'unaccounted'
@@ -22,7 +24,8 @@ export type VerifyCheck =
   | 'erased-content'
   | 'stand-in-missing'
   | 'stand-in-inactive'
-  | 'stand-in-not-lossless';
+  | 'stand-in-not-lossless'
+  | 'summary-not-current';
 
 export interface VerifyFinding {
   check: VerifyCheck;
@@ -104,6 +107,36 @@ async function verifyIds(store: Store, agentId: string, batch: number, report: V
           detail: `stored in ${where} behind a tombstone (${stones.get(id)!.reason})`,
         });
       }
+      const stored = hot.get(id) ?? cold.get(id);
+      if (stored?.kind === 'summary' && stored.isActive)
+        await verifySummaryCurrent(store, agentId, stored, report);
+    }
+  }
+}
+
+/** An active summary stands for current entries only: no source of it still stored is superseded. */
+async function verifySummaryCurrent(
+  store: Store,
+  agentId: string,
+  summary: StoredView,
+  report: VerifyReport,
+): Promise<void> {
+  for (const sourceId of summary.derivedFrom ?? []) {
+    for (const tier of TIERS) {
+      const source = await tierCollection(store, tier).findOne(
+        { _id: sourceId, agentId },
+        { projection: { isActive: 1 } },
+      );
+      if (!source) continue;
+      if (!source.isActive) {
+        report.findings.push({
+          check: 'summary-not-current',
+          agentId,
+          id: summary._id,
+          detail: `active, and built from ${sourceId}, which is superseded`,
+        });
+      }
+      break;
     }
   }
 }
@@ -156,11 +189,20 @@ async function verifyStandIn(store: Store, agentId: string, stone: Tombstone, re
   }
 }
 
-async function present(store: Store, tier: Tier, agentId: string, ids: string[]): Promise<Set<string>> {
+/** What verify reads of a stored entry. */
+type StoredView = Pick<Entry, '_id' | 'kind' | 'isActive' | 'derivedFrom'>;
+
+async function present(
+  store: Store,
+  tier: Tier,
+  agentId: string,
+  ids: string[],
+): Promise<Map<string, StoredView>> {
+  const projection = { _id: 1, kind: 1, isActive: 1, derivedFrom: 1 };
   const found = await Promise.all(
-    ids.map((_id) => tierCollection(store, tier).findOne({ _id, agentId }, { projection: { _id: 1 } })),
+    ids.map((_id) => tierCollection(store, tier).findOne({ _id, agentId }, { projection })),
   );
-  return new Set(found.flatMap((d) => (d ? [d._id] : [])));
+  return new Map(found.flatMap((d) => (d ? [[d._id, d as StoredView] as const] : [])));
 }
 
 async function presentStones(store: Store, agentId: string, ids: string[]): Promise<Map<string, Tombstone>> {

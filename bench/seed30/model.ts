@@ -1,3 +1,4 @@
+import { assessSummary, claimPatch, reinstatePatch, releasePatch, retirePatch } from '../../core/clusters';
 import type { Config } from '../../core/config';
 import {
   buildEntry,
@@ -117,6 +118,8 @@ export class SimStore {
   /** The indexes the nightly phases read through, as the MongoDB store's are. */
   private readonly byTerm = new Map<string, Set<string>>();
   private readonly byFactSubject = new Map<string, Set<string>>();
+  /** Summaries by the ids of their sources. */
+  private readonly bySource = new Map<string, Set<string>>();
   private readonly byPending = new Map<PendingWork, Set<string>>();
   private readonly df = new Map<string, number>();
 
@@ -157,6 +160,7 @@ export class SimStore {
       if (this.subjectTerms.has(t)) index(this.bySubject, t, entry._id);
     }
     if (entry.subject !== undefined) index(this.byFactSubject, entry.subject, entry._id);
+    for (const source of entry.derivedFrom ?? []) index(this.bySource, source, entry._id);
     return true;
   }
 
@@ -352,18 +356,33 @@ export class SimStore {
       dropLiveKeys: async () => undefined,
       // The simulation keeps only the queries since its last night anyway.
       dropQueries: async () => undefined,
-      writeSummary: async (summary, lossless) => {
-        if (this.insert(summary)) {
+      summariesOf: async (sourceId) =>
+        [...(this.bySource.get(sourceId) ?? [])].map(located).flatMap((l) => (l ? [l.entry] : [])),
+      writeSummary: async (summary, sources) => {
+        const inserted = this.insert(summary);
+        const [tier, stored] = this.find(summary._id);
+        if (!stored) return;
+        const reinstated = this.patchIf(tier, stored, reinstatePatch(stored));
+        if (inserted || reinstated) {
           summaries.push(summary._id);
           d.summarise.push(summary._id);
         }
+        const derived = new Set(stored.derivedFrom);
+        const { lossless } = assessSummary(
+          sources.filter((s) => derived.has(s.id)),
+          stored.text,
+        );
         for (const [sourceId, ok] of lossless) {
-          const [tier, entry] = this.find(sourceId);
-          if (!entry || entry.subsumedBy?.some((s) => s.summaryId === summary._id)) continue;
-          this.patch(tier, entry, {
-            set: { subsumedBy: [...(entry.subsumedBy ?? []), { summaryId: summary._id, lossless: ok }] },
-            unset: [],
-          });
+          const [sourceTier, source] = this.find(sourceId);
+          if (source) this.patchIf(sourceTier, source, claimPatch(source, stored._id, ok, { link: true }));
+        }
+      },
+      retireSummary: async (summary) => {
+        const [tier, stored] = this.find(summary._id);
+        if (stored) this.patchIf(tier, stored, retirePatch(stored));
+        for (const sourceId of summary.derivedFrom ?? []) {
+          const [sourceTier, source] = this.find(sourceId);
+          if (source) this.patchIf(sourceTier, source, releasePatch(source, summary._id));
         }
       },
       supersede: async (step) => {
@@ -441,6 +460,12 @@ export class SimStore {
 
   private patch(tier: Tier, entry: Entry, patch: EntryPatch): void {
     this.put(tier, { ...applyPatch(entry, patch), version: entry.version + 1 });
+  }
+
+  /** Applies a patch that may be undefined (the change is there already); whether it did. */
+  private patchIf(tier: Tier, entry: Entry, patch: EntryPatch | undefined): boolean {
+    if (patch) this.patch(tier, entry, patch);
+    return patch !== undefined;
   }
 }
 
