@@ -5,15 +5,18 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { CONFIG_SPECS } from '../core/config';
+import { POLICY_FIELDS } from '../core/policy';
 
 const START = '<!-- config-table:start -->';
 const END = '<!-- config-table:end -->';
 export const README = join(__dirname, '..', 'README.md');
 
 export function configTable(): string {
-  const rows = Object.values(CONFIG_SPECS).map(
-    (s) =>
-      `| \`${s.env}\` | ${s.default === undefined ? '(unset)' : `\`${s.default}\``} | ${s.doc}; ${s.allowed} |`,
+  // A policy variable only proposes the stored policy (core/policy.ts): say so where it is listed.
+  const policy = new Set<string>(POLICY_FIELDS);
+  const rows = Object.entries(CONFIG_SPECS).map(
+    ([key, s]) =>
+      `| \`${s.env}\` | ${s.default === undefined ? '(unset)' : `\`${s.default}\``} | ${policy.has(key) ? 'policy: ' : ''}${s.doc}; ${s.allowed} |`,
   );
   return ['| variable | default | meaning; allowed values |', '| --- | --- | --- |', ...rows].join('\n');
 }
