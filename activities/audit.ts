@@ -27,8 +27,16 @@ import {
 import type { Config } from '../core/config';
 import { buildEntry, memoryPolicy, type Entry, type MemoryPolicy } from '../core/entry';
 import { InvalidInputError } from '../core/errors';
+import {
+  auditArmTaskSchema,
+  auditListSchema,
+  auditQuestionTaskSchema,
+  auditSettingsSchema,
+  parseInput,
+} from '../core/inputs';
+import type { z } from 'zod';
 import { reclaimPolicy } from '../core/reclaim';
-import { chooseJudge, chooseReader, type JudgeChoice, type Models, type ReaderChoice } from '../llm';
+import { chooseJudge, chooseReader, type Models } from '../llm';
 import type { Judge, Reader } from '../llm/models';
 import { agentEntries, dropAgents, saveAuditRecords, storedAuditRecordIds } from '../store/audit';
 import { evictEntry, spillEntries } from '../store/lifecycle';
@@ -49,18 +57,8 @@ import {
 
 const HAYSTACKS_KEPT = 4;
 
-export interface AuditSettings {
-  budgets: number[];
-  reader: ReaderChoice;
-  judge: JudgeChoice;
-  restoreCapTokens: number;
-}
-
-export interface AuditQuestionTask {
-  runId: string;
-  ref: QuestionRef;
-  settings: AuditSettings;
-}
+export type AuditSettings = z.output<typeof auditSettingsSchema>;
+export type AuditQuestionTask = z.output<typeof auditQuestionTaskSchema>;
 
 export interface PreparedQuestion {
   units: number;
@@ -70,10 +68,7 @@ export interface PreparedQuestion {
   cleanGold: boolean;
 }
 
-export interface AuditArmTask extends AuditQuestionTask {
-  arm: AuditArm;
-  cleanGold: boolean;
-}
+export type AuditArmTask = z.output<typeof auditArmTaskSchema>;
 
 export interface ArmOutcome {
   records: number;
@@ -389,6 +384,7 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
       questionIds?: string[];
       limit?: number;
     }): Promise<QuestionRef[]> {
+      input = parseInput(auditListSchema, input, 'audit question listing');
       let refs = listQuestions(input.source);
       if (input.questionIds?.length) {
         const wanted = new Set(input.questionIds);
@@ -402,6 +398,7 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
 
     /** Ingest the haystack in date order into the question's agent, and run the denominator filter. */
     async prepareAuditQuestion(task: AuditQuestionTask): Promise<PreparedQuestion> {
+      task = parseInput(auditQuestionTaskSchema, task, 'audit question');
       const s = await setup(task);
       return {
         units: s.units.length,
@@ -416,6 +413,7 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
      * per budget and the heartbeat carries the next budget, so a retry resumes there.
      */
     async runAuditArm(task: AuditArmTask): Promise<ArmOutcome> {
+      task = parseInput(auditArmTaskSchema, task, 'audit arm');
       const ids = recordIds(task);
       if ((await storedAuditRecordIds(store, ids)).size === ids.length)
         return { records: ids.length, reused: true };
@@ -450,6 +448,7 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
 
     /** Drop the question's agents (haystack, memgate's copies); the records stay. */
     async releaseAuditQuestion(task: AuditQuestionTask): Promise<void> {
+      task = parseInput(auditQuestionTaskSchema, task, 'audit question');
       const id = task.ref.questionId;
       haystacks.delete(auditAgentId(task.runId, id));
       await dropAgents(store, [

@@ -1,6 +1,5 @@
 import {
   allHandlersFinished,
-  ApplicationFailure,
   condition,
   continueAsNew,
   defineQuery,
@@ -9,21 +8,14 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { AuditActivities } from '../activities';
-import type { AuditSettings } from '../activities/audit';
 import type { QuestionRef } from '../activities/longMemEval';
 import { AUDIT_ARMS } from '../core/audit';
+import { auditInputSchema, parseInput } from '../core/inputs';
+import { asApplicationFailure } from './failures';
+import type { z } from 'zod';
 
 /** The restore-counterfactual audit (design section 7): one workflow per run id, resumable. */
-export interface AuditInput {
-  runId: string;
-  /** A LongMemEval file or folder, as the worker sees it. */
-  source: string;
-  questionIds?: string[];
-  limit?: number;
-  settings: AuditSettings;
-  /** Questions audited at once. */
-  concurrency: number;
-}
+export type AuditInput = z.output<typeof auditInputSchema>;
 
 export interface AuditProgress {
   runId: string;
@@ -73,13 +65,12 @@ const { runAuditArm } = proxyActivities<AuditActivities>({
   retry: { initialInterval: '1 second', maximumInterval: '1 minute', maximumAttempts: 5 },
 });
 
-export async function memgateAudit(input: AuditInput, carried?: Carried): Promise<AuditResult> {
-  if (input.settings.budgets.length === 0 || input.concurrency < 1) {
-    throw ApplicationFailure.create({
-      type: 'InvalidInput',
-      message: 'an audit needs at least one budget and a concurrency of at least 1',
-      nonRetryable: true,
-    });
+export async function memgateAudit(raw: AuditInput, carried?: Carried): Promise<AuditResult> {
+  let input: AuditInput;
+  try {
+    input = parseInput(auditInputSchema, raw, 'audit');
+  } catch (err) {
+    throw asApplicationFailure(err);
   }
   let questions = carried?.questions ?? [];
   const done = new Set(carried?.done ?? []);

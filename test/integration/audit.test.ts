@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { WorkflowFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditSettings } from '../../activities/audit';
 import { armPolicy, AUDIT_ARMS, summarizeAudit, type AuditRecord, type SummaryRow } from '../../core/audit';
@@ -161,6 +162,20 @@ describe.skipIf(!existsSync(DATA))('restore-counterfactual audit on LongMemEval-
       });
     }
     expect(records.some((r) => r.verdicts.checks !== null)).toBe(true);
+  });
+
+  it('refuses an input that did not come through the command, typed, before any work', async () => {
+    const handle = await env.client.temporal.workflow.start(memgateAudit, {
+      workflowId: auditWorkflowId(`${runId}-bad`),
+      taskQueue: auditTaskQueue(env.config.taskQueue),
+      args: [{ ...input, runId: `${runId}-bad`, source: { $ne: null }, concurrency: 0 } as never],
+    });
+    const failure = await handle.result().catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(WorkflowFailedError);
+    expect((failure as WorkflowFailedError).cause).toMatchObject({ type: 'InvalidInput' });
+    expect((failure as WorkflowFailedError).cause?.message).toMatch(
+      /source.*concurrency|concurrency.*source/s,
+    );
   });
 
   it('rerunning a finished run id reuses its records instead of recomputing them', async () => {
