@@ -1,13 +1,31 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Two projects, both run by `npm test`: `unit` needs no server (and no Go), so
+ * `npm run test:unit` is the fast loop; `integration` runs against the real stack, which its
+ * global setup obtains and starts.
+ */
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    globalSetup: ['test/support/globalSetup.ts'],
-    // Temporal's native bridge wants real processes, not worker threads.
-    pool: 'forks',
-    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
-    testTimeout: 120_000,
-    hookTimeout: 180_000,
+    projects: [
+      {
+        test: {
+          name: 'unit',
+          include: ['test/unit/**/*.test.ts'],
+        },
+      },
+      {
+        test: {
+          name: 'integration',
+          include: ['test/integration/**/*.test.ts'],
+          globalSetup: ['test/support/globalSetup.ts'],
+          // Temporal's native bridge wants real processes, not worker threads.
+          pool: 'forks',
+          poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+          testTimeout: 120_000,
+          hookTimeout: 180_000,
+        },
+      },
+    ],
   },
 });

@@ -1,13 +1,12 @@
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditRecord } from '../../core/audit';
 import { auditTaskQueue, auditWorkflowId } from '../../workflows/audit';
 import { runMemgate } from '../support/cli';
+import { hasData, LONGMEMEVAL_S as DATA } from '../support/data';
 import { startTestEnv, type TestEnv } from '../support/env';
-
-const DATA = resolve(__dirname, '..', '..', '..', 'shared', 'data', 'longmemeval-s');
 
 let env: TestEnv;
 const out = mkdtempSync(join(tmpdir(), 'audit-out-'));
@@ -34,7 +33,7 @@ describe('memgate audit (the installed command)', () => {
     expect(data.stderr).toMatch(/no such file or folder/);
   });
 
-  it.skipIf(!existsSync(DATA))(
+  it.skipIf(!hasData(DATA))(
     'audits a question end to end and writes records, summary, table and chart',
     async () => {
       const runId = `cli${Date.now().toString(36)}`;

@@ -1,5 +1,3 @@
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
 import { WorkflowFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { AuditSettings } from '../../activities/audit';
@@ -13,10 +11,9 @@ import {
   type AuditInput,
 } from '../../workflows/audit';
 import { createAuditWorker, type WorkerHandle } from '../../worker/worker';
+import { hasData, LONGMEMEVAL_S as DATA } from '../support/data';
 import { startTestEnv, type TestEnv } from '../support/env';
 
-/** The shared LongMemEval-S sample beside the repository; one question of each type. */
-const DATA = resolve(__dirname, '..', '..', '..', 'shared', 'data', 'longmemeval-s');
 const QUESTIONS = ['00ca467f', '07741c45', '1de5cff2', '36580ce8', '06878be2', 'gpt4_4edbafa2'];
 const BUDGETS = [80_000, 30_000, 8_000];
 const CLASSIC = ['fifo', 'random-1', 'random-2', 'random-3', 'redundancy', 'importance'];
@@ -50,7 +47,7 @@ function row(arm: string, budget: number | null, condition: string): SummaryRow 
   return found;
 }
 
-describe.skipIf(!existsSync(DATA))('restore-counterfactual audit on LongMemEval-S (evidence reader)', () => {
+describe.skipIf(!hasData(DATA))('restore-counterfactual audit on LongMemEval-S (evidence reader)', () => {
   beforeAll(async () => {
     env = await startTestEnv();
     await startAuditWorker();
