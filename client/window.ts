@@ -1,10 +1,11 @@
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { z } from 'zod';
 import type { Config } from '../core/config';
 import { ConflictError, NotFoundError } from '../core/errors';
 import {
   parseWith,
+  sessionClosed,
   sessionIdSchema,
   windowSettingsSchema,
   type AdmitInput,
@@ -16,11 +17,13 @@ import {
   type TurnResult,
   type UnpinInput,
   type UnpinResult,
+  type WindowSummary,
   type WindowView,
 } from '../core/window';
 import {
   admitUpdate,
   advanceTurnUpdate,
+  closeUpdate,
   contextWindow,
   contextWindowWorkflowId,
   pinUpdate,
@@ -30,14 +33,15 @@ import {
 } from '../workflows/contextWindow';
 import { fromTemporalFailure } from './errors';
 
-const overridesSchema = windowSettingsSchema.omit({ pinGuard: true }).partial();
+const overridesSchema = windowSettingsSchema.omit({ pinGuard: true, retainedEvictions: true }).partial();
 export type WindowOverrides = z.input<typeof overridesSchema>;
 
 /**
  * Context windows of agent sessions, one `contextWindow` workflow each. A session is opened
  * explicitly (`open`), so its settings are fixed in one place; every other call targets an
- * open session and fails with NotFoundError otherwise. Failures come back as the MemgateError
- * they started as: RehydrationBlocked, InvalidInputError, NotFoundError, ConflictError.
+ * open session and fails with NotFoundError otherwise, or ConflictError once it is closed.
+ * Failures come back as the MemgateError they started as: RehydrationBlocked,
+ * InvalidInputError, NotFoundError, ConflictError.
  */
 export class WindowClient {
   constructor(
@@ -103,30 +107,53 @@ export class WindowClient {
     return this.update(sessionId, advanceTurnUpdate, input);
   }
 
-  async show(sessionId: string): Promise<WindowView> {
-    const session = parseWith(sessionIdSchema, sessionId, 'session id');
-    try {
-      return await this.temporal.workflow.getHandle(contextWindowWorkflowId(session)).query(windowQuery);
-    } catch (err) {
-      throw failure(session, err);
-    }
+  /** The window as it is, or as it was left at the close. */
+  show(sessionId: string): Promise<WindowView> {
+    return this.call(sessionId, (handle) => handle.query(windowQuery));
   }
 
-  private async update<R, I>(sessionId: string, update: UpdateDefinition<R, [I]>, input: I): Promise<R> {
+  /**
+   * Ends the session: its workflow completes with the summary returned here, and every later
+   * call but `show` is a ConflictError until the session is opened again, with an empty window.
+   */
+  close(sessionId: string): Promise<WindowSummary> {
+    return this.call(sessionId, (handle) => handle.executeUpdate(closeUpdate));
+  }
+
+  private update<R, I>(sessionId: string, update: UpdateDefinition<R, [I]>, input: I): Promise<R> {
+    return this.call(sessionId, (handle) => handle.executeUpdate(update, { args: [input] }));
+  }
+
+  private async call<R>(
+    sessionId: string,
+    fn: (handle: WorkflowHandle<typeof contextWindow>) => Promise<R>,
+  ): Promise<R> {
     const session = parseWith(sessionIdSchema, sessionId, 'session id');
+    const handle = this.temporal.workflow.getHandle<typeof contextWindow>(contextWindowWorkflowId(session));
     try {
-      return await this.temporal.workflow
-        .getHandle(contextWindowWorkflowId(session))
-        .executeUpdate(update, { args: [input] });
+      return await fn(handle);
     } catch (err) {
-      throw failure(session, err);
+      throw await failure(session, handle, err);
     }
   }
 }
 
-function failure(sessionId: string, err: unknown): unknown {
-  if (err instanceof WorkflowNotFoundError) {
-    return new NotFoundError(`no open context window for session ${sessionId}: open it first`, { sessionId });
+/** An Update reaches no run once the workflow has ended: closed (completed) or never opened. */
+async function failure(
+  sessionId: string,
+  handle: WorkflowHandle<typeof contextWindow>,
+  err: unknown,
+): Promise<unknown> {
+  if (!(err instanceof WorkflowNotFoundError)) return fromTemporalFailure(err);
+  if (await wasClosed(handle)) return sessionClosed(sessionId);
+  return new NotFoundError(`no open context window for session ${sessionId}: open it first`, { sessionId });
+}
+
+async function wasClosed(handle: WorkflowHandle<typeof contextWindow>): Promise<boolean> {
+  try {
+    return (await handle.describe()).status.name === 'COMPLETED';
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
   }
-  return fromTemporalFailure(err);
 }

@@ -8,13 +8,17 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { UpdateDefinition } from '@temporalio/common';
+import { z } from 'zod';
 import { asApplicationFailure } from './failures';
 import {
   admit,
   advanceTurn,
   openWindow,
+  parseWith,
   pin,
   rehydrate,
+  sessionClosed,
+  summarizeWindow,
   unpin,
   validateAdmit,
   validateAdvanceTurn,
@@ -34,6 +38,7 @@ import {
   type UnpinResult,
   type WindowSettingsInput,
   type WindowState,
+  type WindowSummary,
   type WindowView,
 } from '../core/window';
 
@@ -42,13 +47,22 @@ export interface ContextWindowInput {
   settings: WindowSettingsInput;
   /** Carried across continue-as-new. */
   state?: WindowState;
+  /**
+   * Hand over to a new run after this many Updates, before the server suggests it: how tests
+   * reach the hand-over (as Temporal's samples do). Unset in production.
+   */
+  continueAsNewAfterUpdates?: number;
 }
+
+const continueAsNewAfterUpdatesSchema = z.number().int().positive().optional();
 
 export const admitUpdate = defineUpdate<EntryResult, [AdmitInput]>('admit');
 export const rehydrateUpdate = defineUpdate<EntryResult, [RehydrateInput]>('rehydrate');
 export const pinUpdate = defineUpdate<Segment, [PinInput]>('pin');
 export const unpinUpdate = defineUpdate<UnpinResult, [UnpinInput]>('unpin');
 export const advanceTurnUpdate = defineUpdate<TurnResult, [AdvanceTurnInput]>('advanceTurn');
+/** Ends the session: the workflow completes with this summary, and later calls are a Conflict. */
+export const closeUpdate = defineUpdate<WindowSummary, []>('close');
 export const windowQuery = defineQuery<WindowView>('window');
 
 export function contextWindowWorkflowId(sessionId: string): string {
@@ -58,13 +72,26 @@ export function contextWindowWorkflowId(sessionId: string): string {
 /**
  * One context window per agent session. Validators reject bad input before it reaches
  * history; every decision (admission, eviction, swap, refusal) is an Update outcome in history.
+ * The state it carries across continue-as-new is bounded (see retainEvictions).
  */
-export async function contextWindow(input: ContextWindowInput): Promise<void> {
+export async function contextWindow(input: ContextWindowInput): Promise<WindowSummary> {
   let state: WindowState;
+  let handOverAfter: number | undefined;
   try {
+    handOverAfter = parseWith(
+      continueAsNewAfterUpdatesSchema,
+      input.continueAsNewAfterUpdates,
+      'continueAsNewAfterUpdates',
+    );
     state = input.state ?? openWindow(input.settings);
   } catch (err) {
     throw asApplicationFailure(err);
+  }
+  let updates = 0;
+  let closed = false;
+
+  function requireOpen(): void {
+    if (closed) throw asApplicationFailure(sessionClosed(input.sessionId));
   }
 
   function handle<R, I>(
@@ -75,6 +102,7 @@ export async function contextWindow(input: ContextWindowInput): Promise<void> {
     setHandler(
       update,
       (req: I) => {
+        updates++;
         try {
           const next = apply(state, req);
           state = next.state;
@@ -85,6 +113,7 @@ export async function contextWindow(input: ContextWindowInput): Promise<void> {
       },
       {
         validator: (req: I) => {
+          requireOpen();
           try {
             validate(state, req);
           } catch (err) {
@@ -100,9 +129,20 @@ export async function contextWindow(input: ContextWindowInput): Promise<void> {
   handle(pinUpdate, pin, validatePin);
   handle(unpinUpdate, unpin, validateUnpin);
   handle(advanceTurnUpdate, advanceTurn, validateAdvanceTurn);
+  setHandler(
+    closeUpdate,
+    () => {
+      closed = true;
+      return summarizeWindow(state);
+    },
+    { validator: requireOpen },
+  );
   setHandler(windowQuery, () => viewWindow(state));
 
-  await condition(() => workflowInfo().continueAsNewSuggested);
+  const handOverDue = () =>
+    workflowInfo().continueAsNewSuggested || (handOverAfter !== undefined && updates >= handOverAfter);
+  await condition(() => closed || handOverDue());
   await condition(allHandlersFinished);
-  await continueAsNew<typeof contextWindow>({ sessionId: input.sessionId, settings: input.settings, state });
+  if (closed) return summarizeWindow(state);
+  return await continueAsNew<typeof contextWindow>({ ...input, state });
 }

@@ -77,8 +77,13 @@ export function renderWindow(sessionId: string, view: WindowView): string {
           e.label ?? '',
         ]),
       )
-    : 'no evictions';
-  return `${head}\n\n${resident}\n\n${evictions}`;
+    : 'no eviction records';
+  // Records that can no longer decide anything are not kept; say how many, never hide them.
+  const dropped = view.evictionsDropped
+    ? `\n${view.evictionsDropped} earlier eviction records not kept (segment back in the window, ` +
+      `evicted again, or beyond the ${settings.retainedEvictions} most recent)`
+    : '';
+  return `${head}\n\n${resident}\n\n${evictions}${dropped}`;
 }
 
 function windows<T>(fn: (w: WindowClient) => Promise<T>): Promise<T> {
@@ -88,7 +93,7 @@ function windows<T>(fn: (w: WindowClient) => Promise<T>): Promise<T> {
 export function registerWindowCommands(program: Command): void {
   const window = program
     .command('window')
-    .description('context windows of agent sessions: admit, rehydrate, pin, turn, show');
+    .description('context windows of agent sessions: admit, rehydrate, pin, turn, show, close');
 
   window
     .command('open')
@@ -112,7 +117,7 @@ export function registerWindowCommands(program: Command): void {
 
   window
     .command('show')
-    .description('the segments in the window and every eviction, as tables')
+    .description('the segments in the window and the eviction records it keeps, as tables')
     .argument('<session>', 'session id')
     .option('--json', 'print the window as JSON')
     .action(async (session: string, o) => {
@@ -197,5 +202,13 @@ export function registerWindowCommands(program: Command): void {
     .option('--score <segment=salience>', "this turn's salience of a segment (repeatable)", collectScore, {})
     .action(async (session: string, o) => {
       printJson(await windows((w) => w.advanceTurn(session, { scores: o.score })));
+    });
+
+  window
+    .command('close')
+    .description('end the session: prints its summary; later calls on it are refused (Conflict)')
+    .argument('<session>', 'session id')
+    .action(async (session: string) => {
+      printJson(await windows((w) => w.close(session)));
     });
 }

@@ -1,6 +1,7 @@
 import type { BlockReason, Refusal } from './blocked';
 import {
   isPinned,
+  isStandingDisplacer,
   samePin,
   segmentRef,
   usedTokens,
@@ -109,7 +110,7 @@ export function decideAdmission(state: WindowState, incoming: SegmentRef): Windo
  *   salience beats every displaced segment by the margin; a never-admitted segment never
  *   displaces anything on a fresh score alone;
  * - always refuse below the threshold, and while the pin of a displacer that forced this
- *   segment out still holds.
+ *   segment out still holds (on the displacer that has stayed in the window since).
  * With `pinGuard` off, pins count for nothing here (to show what the guard prevents).
  */
 export function decideRehydration(
@@ -122,7 +123,7 @@ export function decideRehydration(
   const pins: PinRef[] = [];
   if (incoming.salience < settings.rehydrationThreshold) reasons.push('belowThreshold');
   if (settings.pinGuard && record?.displacerPinned) {
-    const displacer = state.segments.find((s) => s.id === record.displacedBy);
+    const displacer = state.segments.find((s) => isStandingDisplacer(s, record));
     const live = displacer?.pins.filter((p) => record.displacerPins.some((q) => samePin(p, q))) ?? [];
     if (live.length) {
       reasons.push('evictedByLivePin');

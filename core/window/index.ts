@@ -1,4 +1,5 @@
 export * from './blocked';
 export * from './decide';
 export * from './model';
+export * from './retention';
 export * from './window';

@@ -51,6 +51,11 @@ export interface WindowSettings {
   margin: number;
   /** Refuse rehydrations that would displace a pinned segment. Off only to show the failure it prevents. */
   pinGuard: boolean;
+  /**
+   * How many evicted segments the window remembers beyond those a live pin keeps out (see
+   * retainEvictions). Lowered only by tests, to reach the bound in a few hundred operations.
+   */
+  retainedEvictions: number;
 }
 
 export interface WindowState {
@@ -58,8 +63,10 @@ export interface WindowState {
   turn: number;
   /** Resident segments in admission order. */
   segments: Segment[];
-  /** Every eviction, oldest first. */
+  /** The eviction records that can still decide something, oldest first (see retainEvictions). */
   evictions: EvictionRecord[];
+  /** Records no longer held; with `evictions.length`, every eviction over the session. */
+  evictionsDropped: number;
 }
 
 export interface SegmentRef {
@@ -95,6 +102,7 @@ export const windowSettingsSchema = z.strictObject({
   rehydrationThreshold: salienceSchema,
   margin: salienceSchema,
   pinGuard: z.boolean().default(true),
+  retainedEvictions: z.number().int().min(0).default(1_000),
 });
 export type WindowSettingsInput = z.input<typeof windowSettingsSchema>;
 
@@ -176,6 +184,15 @@ export function segmentRef(s: SegmentRef): SegmentRef {
     salience: s.salience,
     ...(s.label !== undefined && { label: s.label }),
   };
+}
+
+/**
+ * Whether `segment` is the displacer of `record` and has stayed in the window since it pushed
+ * that segment out (its `displaced` list is rewritten on every entry): only then can its pins
+ * be the ones that forced the eviction, since a segment that leaves the window takes no pin along.
+ */
+export function isStandingDisplacer(segment: Segment, record: EvictionRecord): boolean {
+  return segment.id === record.displacedBy && segment.displaced.includes(record.segmentId);
 }
 
 /** The latest eviction of a segment that is not resident now, if it was ever evicted. */

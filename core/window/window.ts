@@ -1,6 +1,7 @@
 import { ConflictError, InvalidInputError, NotFoundError } from '../errors';
 import { RehydrationBlocked } from './blocked';
 import { decideAdmission, decideRehydration, type WindowDecision } from './decide';
+import { retainEvictions } from './retention';
 import {
   admitSchema,
   advanceTurnSchema,
@@ -60,6 +61,18 @@ export interface WindowView {
   occupancy: number;
   segments: Segment[];
   evictions: EvictionRecord[];
+  /** Eviction records the window no longer holds (see retainEvictions). */
+  evictionsDropped: number;
+}
+
+/** What a session's window comes to when it is closed. */
+export interface WindowSummary {
+  turn: number;
+  /** Resident segments at the close. */
+  segments: number;
+  used: number;
+  /** Every eviction over the session, whether its record is still held or not. */
+  evictions: number;
 }
 
 export function openWindow(settings: WindowSettingsInput): WindowState {
@@ -68,6 +81,7 @@ export function openWindow(settings: WindowSettingsInput): WindowState {
     turn: 0,
     segments: [],
     evictions: [],
+    evictionsDropped: 0,
   };
 }
 
@@ -81,7 +95,25 @@ export function viewWindow(state: WindowState): WindowView {
     occupancy: used / state.settings.capacity,
     segments: state.segments,
     evictions: state.evictions,
+    evictionsDropped: state.evictionsDropped,
   };
+}
+
+export function summarizeWindow(state: WindowState): WindowSummary {
+  return {
+    turn: state.turn,
+    segments: state.segments.length,
+    used: usedTokens(state),
+    evictions: state.evictions.length + state.evictionsDropped,
+  };
+}
+
+/** Every call on a session after its close (the window workflow has ended). */
+export function sessionClosed(sessionId: string): ConflictError {
+  return new ConflictError(`session ${sessionId} is closed: open it again to start a new window`, {
+    sessionId,
+    closed: true,
+  });
 }
 
 function resident(state: WindowState, segmentId: string): Segment | undefined {
@@ -132,11 +164,11 @@ function enter(state: WindowState, segment: Segment, displace: Segment[], mode: 
   }));
   const gone = new Set(displace.map((s) => s.id));
   const entered: Segment = { ...segment, displaced: displace.map((s) => s.id) };
-  const next: WindowState = {
+  const next = retainEvictions({
     ...state,
     segments: [...state.segments.filter((s) => !gone.has(s.id)), entered],
     evictions: [...state.evictions, ...evicted],
-  };
+  });
   return {
     state: next,
     result: { turn: state.turn, mode, segment: entered, evicted, used: usedTokens(next) },

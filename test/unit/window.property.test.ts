@@ -184,9 +184,13 @@ function step(
   const result = next.result as EntryResult;
   count(`${op}:${result.mode}`);
   everAdmitted.add(result.segment.id);
-  // Every swap is recorded on both sides.
-  const added = after.evictions.slice(state.evictions.length);
+  // Every swap is recorded on both sides; the new records are the latest held (the default
+  // retention keeps them all here), and every record that goes is counted.
+  const added = after.evictions.slice(after.evictions.length - result.evicted.length);
   expect(added).toEqual(result.evicted);
+  expect(after.evictions.length + after.evictionsDropped).toBe(
+    state.evictions.length + state.evictionsDropped + added.length,
+  );
   expect(added.map((e) => e.segmentId)).toEqual(result.segment.displaced);
   for (const e of added) {
     expect(e).toMatchObject({

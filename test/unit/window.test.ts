@@ -222,6 +222,25 @@ describe('decideRehydration (design 4.2)', () => {
     expect(w.rehydrate({ segmentId: 'gone', salience: 1 }).mode).toBe('slack');
   });
 
+  it('a displacer that left the window and came back does not keep its old victim out', () => {
+    const w = withEvicted({ kind: 'toolLoop', loopId: 'L' });
+    w.unpin({ loopId: 'L' });
+    // The same pin set again while `big` stayed: that is the pin that forced `gone` out.
+    w.pin({ segmentId: 'big', pin: { kind: 'toolLoop', loopId: 'L' } });
+    expect(refusalOf(() => w.rehydrate({ segmentId: 'gone', salience: 1 })).reasons).toContain(
+      'evictedByLivePin',
+    );
+    w.unpin({ loopId: 'L' });
+    w.turn({ scores: { big: 0.05 } });
+    expect(w.admit({ segmentId: 'x', tokens: 500, salience: 0.5 }).evicted.map((e) => e.segmentId)).toEqual([
+      'big',
+    ]);
+    expect(w.rehydrate({ segmentId: 'big', salience: 1 }).segment.displaced).toEqual(['x']);
+    w.pin({ segmentId: 'big', pin: { kind: 'toolLoop', loopId: 'L' } });
+    // `big` left unpinned and holds a new pin: nothing that forced `gone` out still holds.
+    expect(w.rehydrate({ segmentId: 'gone', salience: 1 })).toMatchObject({ mode: 'swap' });
+  });
+
   it('an unpinned displacer does not keep its victim out', () => {
     const w = withEvicted();
     w.state = { ...w.state, segments: w.state.segments.filter((s) => s.id !== 'keep') };
