@@ -7,6 +7,8 @@ import { defineConfig } from 'vitest/config';
  */
 export default defineConfig({
   test: {
+    // The machine-wide bound on test processes (Temporal's bridge wants processes, not threads).
+    poolOptions: { forks: { maxForks: 2, minForks: 1 } },
     projects: [
       {
         test: {
@@ -19,9 +21,7 @@ export default defineConfig({
           name: 'integration',
           include: ['test/integration/**/*.test.ts'],
           globalSetup: ['test/support/globalSetup.ts'],
-          // Temporal's native bridge wants real processes, not worker threads.
           pool: 'forks',
-          poolOptions: { forks: { maxForks: 2, minForks: 1 } },
           testTimeout: 120_000,
           hookTimeout: 180_000,
         },

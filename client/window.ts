@@ -31,7 +31,7 @@ import {
   unpinUpdate,
   windowQuery,
 } from '../workflows/contextWindow';
-import { fromTemporalFailure } from './errors';
+import { toMemgateError } from './errors';
 
 const overridesSchema = windowSettingsSchema.omit({ pinGuard: true, retainedEvictions: true }).partial();
 export type WindowOverrides = z.input<typeof overridesSchema>;
@@ -144,7 +144,7 @@ async function failure(
   handle: WorkflowHandle<typeof contextWindow>,
   err: unknown,
 ): Promise<unknown> {
-  if (!(err instanceof WorkflowNotFoundError)) return fromTemporalFailure(err);
+  if (!(err instanceof WorkflowNotFoundError)) return toMemgateError(err);
   if (await wasClosed(handle)) return sessionClosed(sessionId);
   return new NotFoundError(`no open context window for session ${sessionId}: open it first`, { sessionId });
 }
