@@ -288,7 +288,10 @@ describe('erasure steps on the real store', () => {
     expect(await store.tombstones.findOne({ _id: `${a}/evicted` })).toMatchObject({
       standIn: { summaryId: `${a}/sum`, erased: true, lossy: true },
     });
-    expect((await store.hot.findOne({ _id: `${a}/sibling` }))!.subsumedBy).toEqual([]);
+    // Released: no link to the removed summary, and it awaits clustering again.
+    const sibling = (await store.hot.findOne({ _id: `${a}/sibling` }))!;
+    expect(sibling.subsumedBy).toBeUndefined();
+    expect(sibling.pending).toContain('cluster');
     expect(await store.hot.findOne({ _id: `${a}/older` })).toMatchObject({ isActive: true });
     expect(await store.queries.countDocuments({ agentId: a })).toBe(1);
     const everything = JSON.stringify([

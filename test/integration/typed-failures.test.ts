@@ -90,10 +90,19 @@ describe('typed failures', () => {
     const history = await env.client.temporal.workflow
       .getHandle(forgetWorkflowId(agentId, secret))
       .fetchHistory();
-    const attempts = history
-      .events!.filter((e) => e.activityTaskStartedEventAttributes)
-      .map((e) => e.activityTaskStartedEventAttributes!.attempt);
-    // forgetTombstone once, forgetDerived once: no retry of a refusal.
-    expect(attempts).toEqual([1, 1]);
+    const scheduled = new Map<number, string>();
+    const attempts: [string, number][] = [];
+    for (const e of history.events!) {
+      const s = e.activityTaskScheduledEventAttributes;
+      if (s) scheduled.set(Number(e.eventId), s.activityType!.name!);
+      const started = e.activityTaskStartedEventAttributes;
+      if (started) attempts.push([scheduled.get(Number(started.scheduledEventId))!, started.attempt!]);
+    }
+    // Each step once, and forgetDerived, whose summarizer refused, not retried.
+    expect(attempts).toEqual([
+      ['forgetTombstone', 1],
+      ['currentPolicy', 1],
+      ['forgetDerived', 1],
+    ]);
   }, 300_000);
 });
