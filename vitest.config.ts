@@ -14,6 +14,8 @@ export default defineConfig({
         test: {
           name: 'unit',
           include: ['test/unit/**/*.test.ts'],
+          // Property tests run hundreds of long random sessions; no server is waited on.
+          testTimeout: 60_000,
         },
       },
       {

@@ -1,5 +1,4 @@
-import { Context } from '@temporalio/activity';
-import { asApplicationFailure } from '../workflows/failures';
+import { asApplicationFailure } from '../core/failures';
 
 type Activity = (...args: never[]) => Promise<unknown>;
 
@@ -16,31 +15,6 @@ export function withTypedFailures<T extends Record<string, Activity>>(activities
         return await fn(...args);
       } catch (err) {
         throw asApplicationFailure(err);
-      }
-    };
-  }
-  return wrapped as T;
-}
-
-/** How often a running activity reports that its worker lives; well inside `heartbeatTimeout`. */
-const LIVENESS_INTERVAL_MS = 5_000;
-
-/**
- * Every activity heartbeats on a timer while it runs, whatever it awaits (a model call, one
- * long store command): a worker process that dies is noticed within the workflows' short
- * heartbeat timeout, and the activity is retried elsewhere. Progress and cancellation are
- * the phases' own heartbeats (activities/consolidation.ts).
- */
-export function withLiveness<T extends Record<string, Activity>>(activities: T): T {
-  const wrapped: Record<string, Activity> = {};
-  for (const [name, fn] of Object.entries(activities)) {
-    wrapped[name] = async (...args: never[]) => {
-      const ctx = Context.current();
-      const timer = setInterval(() => ctx.heartbeat(), LIVENESS_INTERVAL_MS);
-      try {
-        return await fn(...args);
-      } finally {
-        clearInterval(timer);
       }
     };
   }

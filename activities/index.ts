@@ -1,10 +1,13 @@
 import type { Config } from '../core/config';
 import { createModels } from '../llm';
 import type { Store } from '../store/db';
-import { createAuditActivities } from './audit';
-import { createConsolidationActivities } from './consolidation';
-import { withLiveness, withTypedFailures } from './failures';
+import { createAuditActivities } from '../audit/activities';
+import { withTypedFailures } from './failures';
+import { createForgetActivities } from './forget';
+import { withLiveness } from './liveness';
+import { createNightlyActivities } from './nightly';
 import { createPolicyActivities } from './policy';
+import { createRestoreActivities } from './restore';
 import { createWriteActivities } from './write';
 
 export interface ActivityDeps {
@@ -12,17 +15,25 @@ export interface ActivityDeps {
   config: Config;
 }
 
+/** Every activity of the production worker, each wrapped once. */
 export function createActivities(deps: ActivityDeps) {
   // The local models, or the OpenAI-compatible ones when OPENAI_BASE_URL is set.
   const models = createModels(deps.config);
   return withTypedFailures({
     ...createPolicyActivities(deps.store),
     ...createWriteActivities(deps.store),
-    ...withLiveness(createConsolidationActivities(deps.store, deps.config, models.summarizer)),
+    ...withLiveness(createNightlyActivities(deps.store, deps.config, models.summarizer)),
+    ...withLiveness(createForgetActivities(deps.store, models.summarizer)),
+    ...withLiveness(createRestoreActivities(deps.store)),
   });
 }
 
-export type Activities = ReturnType<typeof createActivities>;
+// What each workflow may call: its own activities, and the stored policy it reads once.
+type PolicyActivities = ReturnType<typeof createPolicyActivities>;
+export type WriteActivities = ReturnType<typeof createWriteActivities> & PolicyActivities;
+export type NightlyActivities = ReturnType<typeof createNightlyActivities> & PolicyActivities;
+export type ForgetActivities = ReturnType<typeof createForgetActivities> & PolicyActivities;
+export type RestoreActivities = ReturnType<typeof createRestoreActivities>;
 
 /** The audit's, for its own worker on its own task queue: production workers never load them. */
 export function createAuditWorkerActivities(deps: ActivityDeps) {

@@ -1,14 +1,10 @@
 import { agentIdSchema, buildEntry, memoryPolicy, type WriteRequest } from '../core/entry';
 import { policySchema, type Policy } from '../core/policy';
-import { parseInput } from '../core/inputs';
+import { parseInput } from '../core/messages';
 import { registerAgent } from '../store/agents';
 import type { Store } from '../store/db';
-import { entryId, insertNewEntries, type WriteStatus } from '../store/entries';
-
-export interface PersistedEntry {
-  id: string;
-  status: WriteStatus;
-}
+import { entryId, insertNewEntries } from '../store/entries';
+import type { PersistedEntry } from '../core/messages';
 
 /** Soft writes: validated upstream, stored as-is, no model call (design 1.3). */
 export function createWriteActivities(store: Store) {

@@ -5,7 +5,7 @@
  *
  * The store is the seed workload (bench/seed30) scaled to the size asked for: 30 days of facts,
  * updates, drafts, call notes, near-duplicate tool reports and volatile quotas. The first 29
- * nights run in the simulation, which runs the same phases (core/nightly.ts) over an in-memory
+ * nights run in the simulation, which runs the same phases (core/nightly/phases.ts) over an in-memory
  * store with room for everything; its state (entries, document frequencies, the last day's
  * queries, the previous run) is loaded into the real store, and the 30th night runs there with
  * the hot capacity set to 1/1.1 of what hot holds, so it refreshes, consolidates, supersedes,
@@ -19,10 +19,10 @@
 import { randomUUID } from 'node:crypto';
 import { parseConfig } from '../core/config';
 import { dayOf } from '../core/salience';
-import { recordRun } from '../store/lifecycle';
+import { recordRun } from '../store/nightly';
 import { indexedEntry } from '../store/entries';
 import { insertDocumentFrequencies } from '../store/terms';
-import { consolidateAgent, consolidateAgentWorkflowId, consolidationRunId } from '../workflows/consolidation';
+import { consolidateAgent, consolidateAgentWorkflowId, consolidationRunId } from '../workflows/nightly';
 import { SimStore, simPolicy } from './seed30/model';
 import { seedScenario } from './seed30/scenario';
 import { Workload } from './seed30/workload';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { terminateOpenWorkflows } from '../client/admin';
 import { MemgateClient } from '../client/client';
 import { parseConfig, type Config } from '../core/config';
-import { stackDown, stackUp } from '../scripts/stack';
+import { stackDown, stackUp } from '../stack/stack';
 import { createMemgateWorker, type WorkerHandle } from '../worker/worker';
 
 export interface BenchEnv {

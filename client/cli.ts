@@ -1,8 +1,8 @@
 import { Command, CommanderError } from 'commander';
 import { MemgateError } from '../core/errors';
-import { registerAuditCommands } from './commands/audit';
+import { registerAuditCommands } from '../audit/command';
 import { registerImpossibleCommands } from './commands/impossible';
-import { registerLifecycleCommands } from './commands/lifecycle';
+import { registerNightlyCommands } from './commands/nightly';
 import { registerMemoryCommands } from './commands/memory';
 import { registerPolicyCommands } from './commands/policy';
 import { registerStackCommands } from './commands/stack';
@@ -21,7 +21,7 @@ export function buildProgram(): Command {
   registerAuditCommands(program);
   registerImpossibleCommands(program);
   registerWindowCommands(program);
-  registerLifecycleCommands(program);
+  registerNightlyCommands(program);
   registerVerifyCommands(program);
   registerPolicyCommands(program);
   return program;

@@ -9,7 +9,6 @@ import {
 } from '@temporalio/client';
 import { StackUnavailableError } from '../core/errors';
 import type { Config } from '../core/config';
-import type { PersistedEntry } from '../activities/write';
 import {
   memoryPolicy,
   parseWriteRequest,
@@ -24,14 +23,22 @@ import { adoptPolicy } from '../store/policy';
 import { policyOf, writeLimitsOf, type Policy } from '../core/policy';
 import { recall, type RecallResult } from '../store/recall';
 import { verifyStore, type VerifyReport } from '../store/verify';
-import { parseInput, verifyRequestSchema } from '../core/inputs';
 import {
-  agentMemory,
-  agentMemoryWorkflowId,
-  RUN_ENDING,
-  writeUpdate,
+  consolidateAgentInputSchema,
+  forgetInputSchema,
+  parseInput,
+  restoreInputSchema,
+  verifyRequestSchema,
+  type ConsolidationReport,
+  type PersistedEntry,
+  type RestoreResult,
   type WriteResult,
-} from '../workflows/agentMemory';
+} from '../core/messages';
+import { assertNotAhead } from '../core/clock';
+import { forget, forgetWorkflowId } from '../workflows/forget';
+import { consolidateAgent, consolidateAgentWorkflowId } from '../workflows/nightly';
+import { restore, restoreWorkflowId } from '../workflows/restore';
+import { agentMemory, agentMemoryWorkflowId, RUN_ENDING, writeUpdate } from '../workflows/agentMemory';
 import { WriteCoalescer } from '../core/writeCoalescer';
 import { toMemgateError } from './errors';
 
@@ -187,6 +194,46 @@ export class MemgateClient {
   async recall(request: RecallRequestInput): Promise<RecallResult> {
     const checked = parseRecallRequest(request);
     return typed(() => recall(this.store, checked, this.memory));
+  }
+
+  /** Run one agent's nightly pass as of `asOf`; joins a run of the same agent and instant already under way. */
+  async consolidate(input: { agentId: string; asOf: number }): Promise<ConsolidationReport> {
+    const { agentId, asOf } = parseInput(consolidateAgentInputSchema, input, 'consolidation');
+    assertNotAhead(asOf, Date.now(), 'asOf', 'consolidation');
+    return typed(() =>
+      this.temporal.workflow.execute(consolidateAgent, {
+        workflowId: consolidateAgentWorkflowId(agentId, asOf),
+        taskQueue: this.config.taskQueue,
+        args: [{ agentId, asOf }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    );
+  }
+
+  /** Reverse a supersession, or renew an expired volatile fact until `freshUntil`. */
+  async restore(input: { agentId: string; entryId: string; freshUntil?: number }): Promise<RestoreResult> {
+    const request = parseInput(restoreInputSchema, input, 'restore');
+    return typed(() =>
+      this.temporal.workflow.execute(restore, {
+        workflowId: restoreWorkflowId(request.agentId, request.entryId),
+        taskQueue: this.config.taskQueue,
+        args: [request],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    );
+  }
+
+  /** Erase an entry (docs/invariants.md, Erasure wins); NotFoundError when the agent has no such entry. */
+  async forget(input: { agentId: string; entryId: string }) {
+    const request = parseInput(forgetInputSchema, input, 'forget');
+    return typed(() =>
+      this.temporal.workflow.execute(forget, {
+        workflowId: forgetWorkflowId(request.agentId, request.entryId),
+        taskQueue: this.config.taskQueue,
+        args: [request],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    );
   }
 
   /**

@@ -1,5 +1,7 @@
 import {
+  ActivityFailure,
   ApplicationFailure,
+  ChildWorkflowFailure,
   isGrpcServiceError,
   ServiceError,
   TemporalFailure,
@@ -61,8 +63,19 @@ function stripIssues(message: string): string {
  */
 export function toMemgateError(err: unknown): unknown {
   if (err instanceof MemgateError) return err;
-  const typed = fromTemporalFailure(err);
-  if (typed !== err) return typed;
+  // The failure a workflow or one of its activities raised, as the class it started as.
+  let cause = err;
+  while (
+    (cause instanceof WorkflowFailedError ||
+      cause instanceof WorkflowUpdateFailedError ||
+      cause instanceof ActivityFailure ||
+      cause instanceof ChildWorkflowFailure) &&
+    cause.cause
+  ) {
+    cause = cause.cause;
+  }
+  const typed = fromTemporalFailure(cause);
+  if (typed !== cause) return typed;
   const store = storeFailure(err);
   if (store) return store;
   if (err instanceof WorkflowNotFoundError) return new NotFoundError(err.message);

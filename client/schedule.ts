@@ -10,7 +10,7 @@ import {
 } from '@temporalio/client';
 import type { Config } from '../core/config';
 import { InvalidInputError, NotFoundError } from '../core/errors';
-import { nightlyConsolidation } from '../workflows/consolidation';
+import { nightlyConsolidation } from '../workflows/nightly';
 
 export const NIGHTLY_SCHEDULE_ID = 'memgate-nightly';
 

@@ -1,11 +1,11 @@
 import type { Collection } from 'mongodb';
-import type { AuditRecord } from '../core/audit';
+import type { AuditRecord } from '../audit/records';
 import type { Entry } from '../core/entry';
 import type { Store } from './db';
 
 /**
  * Store access of the audit: its per-question agents and `audit_records`. Its memgate arm
- * moves entries with the nightly reclaim's own moves (store/lifecycle.ts).
+ * moves entries with the nightly reclaim's own moves (store/nightly.ts).
  */
 
 export async function agentEntries(store: Store, agentId: string, tier: 'hot' | 'cold'): Promise<Entry[]> {

@@ -220,7 +220,7 @@ type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords' | 'p
  * on top-level fields that lead one of these (design section 3; `docs/invariants.md`
  * Index-driven). MongoDB serves them as declared; on the local stack FerretDB pushes such
  * equality down to PostgreSQL as `_jsonb->'field' @> value`, and the stack gives every
- * declared field a GIN index that serves it (scripts/postgres.ts).
+ * declared field a GIN index that serves it (stack/postgres.ts).
  */
 const TIER_INDEXES: readonly Record<string, 1>[] = [
   { termKeys: 1 },

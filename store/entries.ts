@@ -1,10 +1,11 @@
+import type { WriteStatus } from '../core/messages';
 import { createHash } from 'node:crypto';
 import { MongoBulkWriteError, type Collection, type Filter } from 'mongodb';
 import type { Entry, Provenance, Tier } from '../core/entry';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
 import { insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
-import { withdrawErased } from './lifecycle';
+import { withdrawErased } from './nightly';
 import { documentFrequencies, termKey } from './terms';
 
 /** Deterministic `_id`: a retried write lands on the same document. */
@@ -23,12 +24,6 @@ export function entryId(
       .update(String(key.writtenAt));
   return h.digest('base64url').slice(0, 32);
 }
-
-/**
- * `existing`: the id is already in hot or cold, left untouched. `deleted`: the id has a
- * tombstone (evicted, or erased by `forget`), so a replayed write does not bring it back.
- */
-export type WriteStatus = 'created' | 'existing' | 'deleted';
 
 export function termKeys(agentId: string, terms: readonly string[]): string[] {
   return terms.map((t) => termKey(agentId, t));

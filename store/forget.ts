@@ -1,4 +1,4 @@
-import { claimPatch, restoreSupersessionPatch } from '../core/clusters';
+import { claimPatch, restoreSupersessionPatch } from '../core/nightly/clusters';
 import type { Entry } from '../core/entry';
 import { ERASED, type Store } from './db';
 import { termKeys } from './entries';
@@ -10,7 +10,7 @@ import {
   releaseSources,
   TIERS,
   tierCollection,
-} from './lifecycle';
+} from './nightly';
 
 /**
  * Erasure (I10): an entry's content leaves hot, cold, the query log and every summary

@@ -11,7 +11,7 @@ import { terms } from '../core/text';
 import type { Store, Tombstone } from './db';
 import { findCandidates, logQuery } from './entries';
 import { termKey } from './terms';
-import { locateEntry } from './lifecycle';
+import { locateEntry } from './nightly';
 
 export interface MissingEvidence {
   tombstoneId: string;

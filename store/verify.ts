@@ -1,7 +1,7 @@
 import type { Entry, Tier } from '../core/entry';
 import { registeredAgents } from './agents';
 import { isErasure, type Store, type Tombstone } from './db';
-import { inBatches, TIERS, tierCollection } from './lifecycle';
+import { inBatches, TIERS, tierCollection } from './nightly';
 
 /**
  * `memgate verify`: the store's promises, checked from what it holds (design: never silently

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createAuditWorkerActivities } from '../activities';
-import { auditTaskQueue } from '../workflows/audit';
+import { auditTaskQueue } from '../audit/workflow';
 import { CONFIG_SPECS, type Config } from '../core/config';
 import { policyDrift, policyOf } from '../core/policy';
 import { adoptPolicy } from '../store/policy';
@@ -52,7 +52,7 @@ export async function createAuditWorker(config: Config, endpoints: Endpoints): P
     taskQueue: auditTaskQueue(config.taskQueue),
     // A file path, not a module name: memgate runs from its TypeScript sources (bin/memgate.cjs),
     // and the test runner's `require` does not resolve `.ts`.
-    workflows: { workflowsPath: join(__dirname, '..', 'workflows', 'audit.ts') },
+    workflows: { workflowsPath: join(__dirname, '..', 'audit', 'workflow.ts') },
     activities: (store) => createAuditWorkerActivities({ store, config }),
   });
 }

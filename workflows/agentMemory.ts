@@ -19,12 +19,12 @@ import {
   type WriteRequestInput,
 } from '../core/entry';
 import { InvalidInputError } from '../core/errors';
-import { parseInput } from '../core/inputs';
+import { parseInput } from '../core/messages';
 import { writeLimitsOf, type Policy } from '../core/policy';
 import { z } from 'zod';
-import { asApplicationFailure } from './failures';
-import type { PersistedEntry } from '../activities/write';
-import type { Activities } from '../activities';
+import { asApplicationFailure } from '../core/failures';
+import type { PersistedEntry, WriteResult } from '../core/messages';
+import type { WriteActivities } from '../activities';
 
 export const agentMemoryInputSchema = z.strictObject({
   agentId: agentIdSchema,
@@ -51,9 +51,7 @@ const UNREAD_LIMITS: WriteLimits = {
  */
 export const RUN_ENDING = 'RunEnding';
 
-export interface WriteResult {
-  entries: PersistedEntry[];
-}
+export type { WriteResult };
 
 export const writeUpdate = defineUpdate<WriteResult, [WriteRequestInput]>('write');
 
@@ -66,7 +64,7 @@ export function agentMemoryWorkflowId(agentId: string): string {
 // retried by Temporal and recorded in history (as a marker).
 // Bounded: a batch that keeps failing fails its Updates (typed, so the caller can retry the
 // same ids) instead of stalling the agent's workflow and every write queued behind it.
-const { persistWrites, registerAgent, currentPolicy } = proxyLocalActivities<Activities>({
+const { persistWrites, registerAgent, currentPolicy } = proxyLocalActivities<WriteActivities>({
   startToCloseTimeout: '30 seconds',
   retry: {
     initialInterval: '200 milliseconds',

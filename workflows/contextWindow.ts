@@ -9,7 +9,7 @@ import {
 } from '@temporalio/workflow';
 import type { UpdateDefinition } from '@temporalio/common';
 import { z } from 'zod';
-import { asApplicationFailure } from './failures';
+import { asApplicationFailure } from '../core/failures';
 import {
   admit,
   advanceTurn,

@@ -1,3 +1,5 @@
 export { agentMemory } from './agentMemory';
 export { contextWindow } from './contextWindow';
-export { consolidateAgent, forget, nightlyConsolidation, restore } from './consolidation';
+export { forget } from './forget';
+export { consolidateAgent, nightlyConsolidation } from './nightly';
+export { restore } from './restore';

@@ -1,4 +1,10 @@
-import { assessSummary, claimPatch, reinstatePatch, releasePatch, retirePatch } from '../../core/clusters';
+import {
+  assessSummary,
+  claimPatch,
+  reinstatePatch,
+  releasePatch,
+  retirePatch,
+} from '../../core/nightly/clusters';
 import type { Config } from '../../core/config';
 import {
   buildEntry,
@@ -18,7 +24,7 @@ import {
   supersedePatch,
   supersedesPatch,
   type EntryPatch,
-} from '../../core/lifecycle';
+} from '../../core/nightly/plans';
 import {
   consolidatePhase,
   expirePhase,
@@ -29,20 +35,20 @@ import {
   type NightPolicy,
   type NightRun,
   type NightStore,
-} from '../../core/nightly';
+} from '../../core/nightly/phases';
 import { rankCandidates, type Candidate, type RecallHit } from '../../core/recall';
-import { reclaimPolicy } from '../../core/reclaim';
+import { reclaimPolicy } from '../../core/nightly/reclaim';
 import { salienceAt } from '../../core/salience';
 import { terms } from '../../core/text';
 import { extractiveSummary } from '../../llm/summarizer';
 import { entryId } from '../../store/entries';
-import { summaryId } from '../../store/lifecycle';
-import { consolidationRunId } from '../../workflows/consolidation';
+import { summaryId } from '../../store/nightly';
+import { consolidationRunId } from '../../workflows/nightly';
 import type { Role, WriteEvent } from './workload';
 
 /**
  * An in-memory model of one agent's store. Its nightly pass is the one the consolidateAgent
- * workflow runs (core/nightly.ts), over an in-memory `NightStore`, so a run through the real
+ * workflow runs (core/nightly/phases.ts), over an in-memory `NightStore`, so a run through the real
  * stack must decide the same. The baseline runs the same pass with reclaim replaced by the
  * seed's salience-ranked deletion, so the two differ only in how capacity is reclaimed.
  */

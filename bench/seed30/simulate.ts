@@ -1,5 +1,5 @@
 import type { Config } from '../../core/config';
-import { queryMatches } from '../../core/lifecycle';
+import { queryMatches } from '../../core/nightly/plans';
 import { DAY_MS } from '../../core/salience';
 import { terms } from '../../core/text';
 import { judge, readAnswer, Tally } from './judge';

@@ -1,5 +1,5 @@
 import { parseConfig, type Config } from '../../core/config';
-import { endpoints as localEndpoints, stackStatus } from '../../scripts/stack';
+import { endpoints as localEndpoints, stackStatus } from '../../stack/stack';
 import { MemgateClient } from '../client';
 import { StackUnavailableError } from '../../core/errors';
 

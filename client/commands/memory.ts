@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { InvalidInputError } from '../../core/errors';
+import { isoTime } from './nightly';
 import { printJson, withClient } from './context';
 
 function parseNumber(flag: string) {
@@ -68,5 +69,36 @@ export function registerMemoryCommands(program: Command): void {
       printJson(
         await withClient((c) => c.recall({ agentId: o.agent, query, k: o.k, deep: Boolean(o.deep) })),
       );
+    });
+
+  program
+    .command('restore')
+    .description(
+      'reverse the supersession of an entry (or, with --fresh-until, renew an expired volatile fact)',
+    )
+    .argument('<entryId>', 'entry id')
+    .requiredOption('-a, --agent <agentId>', 'agent id')
+    .option('--fresh-until <iso>', 'new end of the freshness window', isoTime('--fresh-until'))
+    .action(async (entryId: string, o) => {
+      printJson(
+        await withClient((c) =>
+          c.restore({
+            agentId: o.agent,
+            entryId,
+            ...(o.freshUntil !== undefined && { freshUntil: o.freshUntil }),
+          }),
+        ),
+      );
+    });
+
+  program
+    .command('forget')
+    .description(
+      'erase an entry from hot, cold, the query log and every summary derived from it; leaves a content-free tombstone',
+    )
+    .argument('<entryId>', 'entry id')
+    .requiredOption('-a, --agent <agentId>', 'agent id')
+    .action(async (entryId: string, o) => {
+      printJson(await withClient((c) => c.forget({ agentId: o.agent, entryId })));
     });
 }

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { stackDown, stackStatus, stackUp } from '../../scripts/stack';
+import { stackDown, stackStatus, stackUp } from '../../stack/stack';
 import { config, printJson } from './context';
 
 export function registerStackCommands(program: Command): void {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { stackDown, stackUp } from '../../scripts/stack';
+import { stackDown, stackUp } from '../../stack/stack';
 import { createMemgateWorker } from '../../worker/worker';
 import { ensureNightlySchedule } from '../schedule';
 import { config, resolveEndpoints } from './context';

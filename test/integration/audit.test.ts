@@ -1,7 +1,13 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AuditSettings } from '../../activities/audit';
-import { armPolicy, AUDIT_ARMS, summarizeAudit, type AuditRecord, type SummaryRow } from '../../core/audit';
+import type { AuditSettings } from '../../core/messages';
+import {
+  armPolicy,
+  AUDIT_ARMS,
+  summarizeAudit,
+  type AuditRecord,
+  type SummaryRow,
+} from '../../audit/records';
 import { auditRecordsOfRun } from '../../store/audit';
 import {
   auditProgressQuery,
@@ -9,7 +15,7 @@ import {
   auditWorkflowId,
   memgateAudit,
   type AuditInput,
-} from '../../workflows/audit';
+} from '../../audit/workflow';
 import { createAuditWorker, type WorkerHandle } from '../../worker/worker';
 import { hasData, LONGMEMEVAL_S as DATA } from '../support/data';
 import { startTestEnv, type TestEnv } from '../support/env';

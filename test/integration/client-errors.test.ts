@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemgateClient } from '../../client/client';
-import { LifecycleClient } from '../../client/lifecycle';
 import { StackUnavailableError } from '../../core/errors';
 import { startTestEnv, type TestEnv } from '../support/env';
 
@@ -40,8 +39,7 @@ describe('a MemgateClient whose servers fail', () => {
     await expect(
       client.write({ agentId, entries: [{ text: 'The bike lock code is 4417.' }] }),
     ).rejects.toBeInstanceOf(StackUnavailableError);
-    const lifecycle = new LifecycleClient(client.temporal, env.config);
-    await expect(lifecycle.consolidate({ agentId, asOf: Date.now() })).rejects.toBeInstanceOf(
+    await expect(client.consolidate({ agentId, asOf: Date.now() })).rejects.toBeInstanceOf(
       StackUnavailableError,
     );
   }, 60_000);

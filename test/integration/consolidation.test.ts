@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import type { WriteEntryInput } from '../../core/entry';
 import { NotFoundError } from '../../core/errors';
 import { DAY_MS, HOUR_MS, salienceAt } from '../../core/salience';
-import { consolidateAgentWorkflowId } from '../../workflows/consolidation';
+import { consolidateAgentWorkflowId } from '../../workflows/nightly';
 import { failOnce } from '../support/faults';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
@@ -27,11 +26,9 @@ const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 const night = (day: number) => dayAt(day, 3);
 
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 
 beforeAll(async () => {
   env = await startTestEnv(SETTINGS);
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 });
 afterAll(async () => {
   await env?.close();
@@ -159,7 +156,7 @@ describe('the supplier case (design 1.1), night by night', () => {
     const ids: Record<string, string[]> = { [memgate]: [], [seed]: [] };
     for (let day = 0; day <= 14; day++) {
       if (day >= 1) {
-        await lifecycle.consolidate({ agentId: memgate, asOf: night(day) });
+        await env.client.consolidate({ agentId: memgate, asOf: night(day) });
         await expectNothingLostOrDoubled(memgate, ids[memgate]!);
         await salienceRankedDeletion(seed, night(day));
       }
@@ -186,7 +183,7 @@ describe('the supplier case (design 1.1), night by night', () => {
     expect(await env.store.hot.find({ agentId: memgate }).toArray()).toEqual(hotBefore);
 
     // The nightly refresh brings it back: default recall now answers 30 days first.
-    const report = await lifecycle.consolidate({ agentId: memgate, asOf: night(15) });
+    const report = await env.client.consolidate({ agentId: memgate, asOf: night(15) });
     expect(report.counts.rehydrated).toBeGreaterThanOrEqual(1);
     await expectNothingLostOrDoubled(memgate, ids[memgate]!);
     const after = await env.client.recall({ agentId: memgate, query: NOTICE_QUERY, asOf: dayAt(15, 10) });
@@ -215,11 +212,11 @@ describe('gating is not a lifecycle predicate (I1)', () => {
   it('long-dormant entries within capacity stay in hot, untouched', async () => {
     const agentId = newAgent('dormant');
     const ids = await write(agentId, filler(0, 8, 0.16, 0));
-    // The first night settles the bookkeeping of new writes (core/nightly.ts); from then on
+    // The first night settles the bookkeeping of new writes (core/nightly/phases.ts); from then on
     // a night with nothing to do for these entries leaves their documents as they are.
-    await lifecycle.consolidate({ agentId, asOf: night(1) });
+    await env.client.consolidate({ agentId, asOf: night(1) });
     const before = await env.store.hot.find({ agentId }).toArray();
-    const report = await lifecycle.consolidate({ agentId, asOf: night(60) });
+    const report = await env.client.consolidate({ agentId, asOf: night(60) });
     expect(report.counts).toMatchObject({ spilled: 0, evicted: 0, refreshed: 0, summarised: 0 });
     expect(await env.store.hot.find({ agentId }).toArray()).toEqual(before);
     await expectNothingLostOrDoubled(agentId, ids);
@@ -245,7 +242,7 @@ describe('crash safety', () => {
       (args) => (args[0] as object[]).every((op) => 'deleteOne' in op),
     );
     try {
-      const report = await lifecycle.consolidate({ agentId, asOf: night(2) });
+      const report = await env.client.consolidate({ agentId, asOf: night(2) });
       expect(report.counts.spilled).toBe(24 - 16);
       expect(report.store).toMatchObject({ hot: 16, cold: 8 });
     } finally {
@@ -275,11 +272,11 @@ describe('crash safety', () => {
       ])),
       ...(await write(agentId, filler(1, 23, 0.6, 1))),
     ];
-    await lifecycle.consolidate({ agentId, asOf: night(2) });
+    await env.client.consolidate({ agentId, asOf: night(2) });
     expect(await tiersOf(agentId, ids[0]!)).toEqual({ hot: 0, cold: 1, stone: 0 });
     // Rehydration fills only the room below the low watermark, where reclaim left hot:
     // forgetting the newest filler (still hot) makes room for one.
-    await lifecycle.forget({ agentId, entryId: ids[ids.length - 1]! });
+    await env.client.forget({ agentId, entryId: ids[ids.length - 1]! });
     await env.client.recall({ agentId, query: 'vendor escrow account number', asOf: dayAt(2, 12) });
 
     const atCrash: { hot: number; cold: number; stone: number }[] = [];
@@ -287,7 +284,7 @@ describe('crash safety', () => {
       atCrash.push(await tiersOf(agentId, ids[0]!));
     });
     try {
-      const report = await lifecycle.consolidate({ agentId, asOf: night(3) });
+      const report = await env.client.consolidate({ agentId, asOf: night(3) });
       expect(report.counts.rehydrated).toBe(1);
     } finally {
       undo();
@@ -341,7 +338,7 @@ describe('consolidation, eviction, supersession and restore on one agent', () =>
       },
     ]);
 
-    const first = await lifecycle.consolidate({ agentId, asOf: night(3) });
+    const first = await env.client.consolidate({ agentId, asOf: night(3) });
     expect(first.counts).toMatchObject({
       summarised: 1,
       lossySummaries: 0,
@@ -358,7 +355,7 @@ describe('consolidation, eviction, supersession and restore on one agent', () =>
       ]);
     }
     // Rerunning the same night changes nothing and reports the same counts.
-    expect((await lifecycle.consolidate({ agentId, asOf: night(3) })).counts).toEqual(first.counts);
+    expect((await env.client.consolidate({ agentId, asOf: night(3) })).counts).toEqual(first.counts);
 
     // Supersession: default recall hides the old manager; deep recall finds it and walks to the new one.
     const byDefault = await env.client.recall({
@@ -379,7 +376,7 @@ describe('consolidation, eviction, supersession and restore on one agent', () =>
 
     // Capacity pressure after the duplicates' refresh window: the subsumed, dead ones are evicted.
     await write(agentId, filler(9, 20, 0.9, 0));
-    const pressured = await lifecycle.consolidate({ agentId, asOf: night(10) });
+    const pressured = await env.client.consolidate({ agentId, asOf: night(10) });
     expect(pressured.counts.evicted).toBe(3);
     for (const id of dupes) {
       expect(await tiersOf(agentId, id)).toEqual({ hot: 0, cold: 0, stone: 1 });
@@ -411,7 +408,7 @@ describe('consolidation, eviction, supersession and restore on one agent', () =>
     expect(missing.hits.map((h) => h.id)).toContain(summary._id);
 
     // Restore reverses the supersession, in cold too, with a ledger record; the next night keeps it.
-    const restored = await lifecycle.restore({ agentId, entryId: older! });
+    const restored = await env.client.restore({ agentId, entryId: older! });
     expect(restored).toEqual({ id: older, tier: 'cold', restored: ['supersession'] });
     const back = (await env.store.cold.findOne({ _id: older! }))!;
     expect(back.isActive).toBe(true);
@@ -420,10 +417,10 @@ describe('consolidation, eviction, supersession and restore on one agent', () =>
       (await env.store.hot.findOne({ _id: newer! })) ?? (await env.store.cold.findOne({ _id: newer! }));
     expect(successor!.supersedes).toBeUndefined();
     expect(await env.store.ledger.countDocuments({ agentId, event: 'restore', entryId: older })).toBe(1);
-    expect((await lifecycle.consolidate({ agentId, asOf: night(11) })).counts.superseded).toBe(0);
+    expect((await env.client.consolidate({ agentId, asOf: night(11) })).counts.superseded).toBe(0);
     expect((await env.store.cold.findOne({ _id: older! }))!.isActive).toBe(true);
 
-    await expect(lifecycle.restore({ agentId, entryId: 'no-such-entry' })).rejects.toBeInstanceOf(
+    await expect(env.client.restore({ agentId, entryId: 'no-such-entry' })).rejects.toBeInstanceOf(
       NotFoundError,
     );
   }, 600_000);
@@ -440,8 +437,8 @@ describe('consolidation, eviction, supersession and restore on one agent', () =>
         writtenAt: dayAt(0, 10),
       },
     ]);
-    expect((await lifecycle.consolidate({ agentId, asOf: night(1) })).counts.expired).toBe(0);
-    expect((await lifecycle.consolidate({ agentId, asOf: night(3) })).counts.expired).toBe(1);
+    expect((await env.client.consolidate({ agentId, asOf: night(1) })).counts.expired).toBe(0);
+    expect((await env.client.consolidate({ agentId, asOf: night(3) })).counts.expired).toBe(1);
     expect((await env.store.hot.findOne({ _id: quota! }))!.expiredAt).toBe(night(3));
     const query = { agentId, query: 'API rate limit requests', asOf: dayAt(3, 10) };
     expect((await env.client.recall(query)).hits).toEqual([]);
@@ -450,7 +447,7 @@ describe('consolidation, eviction, supersession and restore on one agent', () =>
       expired: true,
     });
 
-    await lifecycle.restore({ agentId, entryId: quota!, freshUntil: dayAt(30, 0) });
+    await env.client.restore({ agentId, entryId: quota!, freshUntil: dayAt(30, 0) });
     const renewed = (await env.store.hot.findOne({ _id: quota! }))!;
     expect(renewed.expiredAt).toBeUndefined();
     expect(renewed.validity.freshUntil).toBe(dayAt(30, 0));

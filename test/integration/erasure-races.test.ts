@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import type { Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { interleaveOnce } from '../support/faults';
@@ -15,11 +14,9 @@ const T0 = Date.UTC(2025, 5, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 
 beforeAll(async () => {
   env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '4', MEMGATE_LOW_WATERMARK: '0.5' });
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 });
 afterAll(async () => {
   await env?.close();
@@ -82,12 +79,12 @@ describe('forget during a nightly run of the same agent', () => {
       'cold',
       'insertMany',
       async () => {
-        await lifecycle.forget({ agentId, entryId: secret });
+        await env.client.forget({ agentId, entryId: secret });
       },
       (args) => (args[0] as Entry[]).some((d) => d._id === secret),
     );
     try {
-      const report = await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+      const report = await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
       expect(report.counts.spilled).toBeGreaterThan(0);
     } finally {
       undo();
@@ -97,7 +94,7 @@ describe('forget during a nightly run of the same agent', () => {
 
   it('between refresh reading a cold entry and copying it back to hot', async () => {
     const { agentId, secret } = await agentWithSecret('race-rehydrate');
-    await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     expect(await env.store.cold.countDocuments({ _id: secret })).toBe(1);
     // The agent reads it back from cold: the next night brings it back to hot.
     const deep = await env.client.recall({
@@ -112,12 +109,12 @@ describe('forget during a nightly run of the same agent', () => {
       'hot',
       'replaceOne',
       async () => {
-        await lifecycle.forget({ agentId, entryId: secret });
+        await env.client.forget({ agentId, entryId: secret });
       },
       (args) => (args[0] as { _id: string })._id === secret,
     );
     try {
-      await lifecycle.consolidate({ agentId, asOf: dayAt(2, 3) });
+      await env.client.consolidate({ agentId, asOf: dayAt(2, 3) });
     } finally {
       undo();
     }
@@ -144,12 +141,12 @@ describe('forget during a nightly run of the same agent', () => {
       'hot',
       'insertMany',
       async () => {
-        for (const entryId of ids) await lifecycle.forget({ agentId, entryId });
+        for (const entryId of ids) await env.client.forget({ agentId, entryId });
       },
       (args) => (args[0] as Entry[]).some((d) => d.kind === 'summary'),
     );
     try {
-      await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+      await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     } finally {
       undo();
     }
@@ -174,7 +171,7 @@ describe('a replayed write (same id) racing the entry it repeats', () => {
       'hot',
       'insertMany',
       async () => {
-        await lifecycle.forget({ agentId, entryId: secret });
+        await env.client.forget({ agentId, entryId: secret });
       },
       insertOf(secret),
     );
@@ -194,7 +191,7 @@ describe('a replayed write (same id) racing the entry it repeats', () => {
       'hot',
       'insertMany',
       async () => {
-        await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+        await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
       },
       insertOf(secret),
     );

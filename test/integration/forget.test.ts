@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import { NotFoundError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { runMemgate } from '../support/cli';
@@ -10,11 +9,9 @@ const T0 = Date.UTC(2025, 4, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 
 beforeAll(async () => {
   env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '10', MEMGATE_LOW_WATERMARK: '0.8' });
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 });
 afterAll(async () => {
   await env?.close();
@@ -55,14 +52,14 @@ describe('forget (I10)', () => {
       ],
     });
     const [a, secret, c] = entries.map((e) => e.id) as [string, string, string];
-    await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     const summary = (await env.store.hot.findOne({ agentId, kind: 'summary' }))!;
     expect(summary.derivedFrom).toEqual([a, secret, c]);
     expect(summary.text).toContain('4471');
     await env.client.recall({ agentId, query: 'lab door code', asOf: dayAt(1, 9) });
     await env.client.recall({ agentId, query: 'north reception', asOf: dayAt(1, 9) });
 
-    const result = await lifecycle.forget({ agentId, entryId: secret });
+    const result = await env.client.forget({ agentId, entryId: secret });
     expect(result).toMatchObject({
       resummarised: [summary._id],
       removed: [],
@@ -89,8 +86,8 @@ describe('forget (I10)', () => {
     expect(deep.missing).toEqual([]);
 
     // A second erasure of the same entry finishes quietly; an unknown one is NotFound.
-    await expect(lifecycle.forget({ agentId, entryId: secret })).resolves.toMatchObject({ tiers: [] });
-    await expect(lifecycle.forget({ agentId, entryId: 'never-written' })).rejects.toBeInstanceOf(
+    await expect(env.client.forget({ agentId, entryId: secret })).resolves.toMatchObject({ tiers: [] });
+    await expect(env.client.forget({ agentId, entryId: 'never-written' })).rejects.toBeInstanceOf(
       NotFoundError,
     );
     await expectVerified(env, agentId);
@@ -106,7 +103,7 @@ describe('forget (I10)', () => {
       ],
     });
     const [first, second] = entries.map((e) => e.id) as [string, string];
-    await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     const summaryId = (await env.store.hot.findOne({ agentId, kind: 'summary' }))!._id;
     await env.client.write({
       agentId,
@@ -123,11 +120,11 @@ describe('forget (I10)', () => {
         'Archive boxes moved offsite.',
       ].map((text, i) => ({ text, salience: 0.9, writtenAt: dayAt(9, 10) + i })),
     });
-    const pressured = await lifecycle.consolidate({ agentId, asOf: dayAt(10, 3) });
+    const pressured = await env.client.consolidate({ agentId, asOf: dayAt(10, 3) });
     expect(pressured.counts.evicted).toBe(2);
 
     // `first` exists only as a tombstone now; forgetting it still clears what is left of it.
-    const result = await lifecycle.forget({ agentId, entryId: first });
+    const result = await env.client.forget({ agentId, entryId: first });
     expect(result).toMatchObject({ resummarised: [], removed: [summaryId], tiers: [] });
     expect(await env.store.tombstones.findOne({ _id: first })).toMatchObject({ terms: [], reason: 'erased' });
     expect(await env.store.tombstones.findOne({ _id: summaryId })).toMatchObject({

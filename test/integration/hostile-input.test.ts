@@ -1,6 +1,5 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import { InvalidInputError } from '../../core/errors';
 import { DAY_MS } from '../../core/salience';
 import { agentMemoryWorkflowId } from '../../workflows/agentMemory';
@@ -14,11 +13,9 @@ import { expectVerified } from '../support/verify';
  * nothing written, nothing erased.
  */
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 
 beforeAll(async () => {
   env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '4', MEMGATE_LOW_WATERMARK: '0.5' });
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 });
 afterAll(async () => {
   await env?.close();
@@ -144,10 +141,10 @@ describe('the same inputs through MemgateClient and the CLI', () => {
     await expect(
       env.client.write({ agentId, entries: [{ text: 'From the future.', writtenAt: Date.now() + DAY_MS }] }),
     ).rejects.toThrow(InvalidInputError);
-    await expect(lifecycle.consolidate({ agentId, asOf: Date.now() + DAY_MS })).rejects.toThrow(
+    await expect(env.client.consolidate({ agentId, asOf: Date.now() + DAY_MS })).rejects.toThrow(
       InvalidInputError,
     );
-    await expect(lifecycle.forget({ agentId, entryId: '{"$ne":null}' })).rejects.toThrow(InvalidInputError);
+    await expect(env.client.forget({ agentId, entryId: '{"$ne":null}' })).rejects.toThrow(InvalidInputError);
     await untouched(agentId, ids);
   });
 

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { evictEntry } from '../../store/lifecycle';
+import { evictEntry } from '../../store/nightly';
 import { impossibleQueries, UNKNOWN_REASON } from '../../store/impossible';
 import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';

@@ -1,11 +1,10 @@
 import type { Client } from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import { buildEntry, memoryPolicy, type Entry, type WriteEntryInput } from '../../core/entry';
 import { inDefaultRecall, rankCandidates } from '../../core/recall';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { terms } from '../../core/text';
-import { adminClient } from '../../scripts/postgres';
+import { adminClient } from '../../stack/postgres';
 import { entryId, indexedEntry } from '../../store/entries';
 import { startTestEnv, type TestEnv } from '../support/env';
 
@@ -32,7 +31,6 @@ const COLOURS = ['amber', 'cobalt', 'crimson', 'jade', 'ivory', 'onyx', 'coral',
 const ANIMALS = ['heron', 'otter', 'lynx', 'ibis', 'marten', 'gecko', 'tapir', 'quokka', 'civet', 'okapi'];
 
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 let pg: Client;
 // Two hours back, so the night the test runs an hour after it is not in the future.
 const now = Date.now() - 2 * HOUR_MS;
@@ -42,7 +40,6 @@ const postgres = inject('postgres');
 beforeAll(async () => {
   if (!postgres) return;
   env = await startTestEnv(SETTINGS);
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
   pg = await adminClient(postgres, postgres.port);
 }, 300_000);
 afterAll(async () => {
@@ -188,7 +185,7 @@ describe.skipIf(!postgres)('every hot path is index-driven (the local stack)', (
     });
     expect(written.entries[0]!.status).toBe('created');
 
-    const report = await lifecycle.consolidate({ agentId, asOf: now + HOUR_MS });
+    const report = await env.client.consolidate({ agentId, asOf: now + HOUR_MS });
     expect(report.counts.expired).toBe(1);
     expect(report.counts.summarised).toBeGreaterThanOrEqual(1);
     expect(report.counts.superseded).toBe(1);
@@ -196,11 +193,11 @@ describe.skipIf(!postgres)('every hot path is index-driven (the local stack)', (
 
     // Erasure, and the tombstone check of a replayed write of what was erased.
     const erased = ids[0]!;
-    await lifecycle.forget({ agentId, entryId: erased });
+    await env.client.forget({ agentId, entryId: erased });
     const replay = await env.client.write({ agentId, entries: [agentWrites(agentId)[0]![0]!] });
     expect(replay.entries[0]).toEqual({ id: erased, status: 'deleted' });
     const older = ids[ids.length - 3]!;
-    expect((await lifecycle.restore({ agentId, entryId: older })).restored).toEqual(['supersession']);
+    expect((await env.client.restore({ agentId, entryId: older })).restored).toEqual(['supersession']);
 
     const after = await settledScans();
     expect(after.idx).toBeGreaterThan(afterRecall.idx);

@@ -1,6 +1,5 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import { MemgateError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { startTestEnv, type TestEnv } from '../support/env';
@@ -16,11 +15,9 @@ import { expectVerified } from '../support/verify';
 const T0 = Date.UTC(2026, 0, 5);
 
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 
 beforeAll(async () => {
   env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '6', MEMGATE_LOW_WATERMARK: '0.5' });
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 });
 afterAll(async () => {
   await env?.close();
@@ -90,7 +87,7 @@ describe('randomised interleavings of the whole lifecycle (fast-check)', () => {
           const target = pick(i);
           if (!target) return;
           forgotten.add(target.text);
-          await typed(lifecycle.forget({ agentId, entryId: target.id }));
+          await typed(env.client.forget({ agentId, entryId: target.id }));
         };
         for (const op of ops) {
           switch (op.kind) {
@@ -131,16 +128,16 @@ describe('randomised interleavings of the whole lifecycle (fast-check)', () => {
               break;
             case 'restore': {
               const target = pick(op.pick);
-              if (target) await typed(lifecycle.restore({ agentId, entryId: target.id }));
+              if (target) await typed(env.client.restore({ agentId, entryId: target.id }));
               break;
             }
             case 'night':
               day++;
-              await lifecycle.consolidate({ agentId, asOf: dayAt(3) });
+              await env.client.consolidate({ agentId, asOf: dayAt(3) });
               break;
             case 'nightWithForget':
               day++;
-              await Promise.all([lifecycle.consolidate({ agentId, asOf: dayAt(3) }), forget(op.pick)]);
+              await Promise.all([env.client.consolidate({ agentId, asOf: dayAt(3) }), forget(op.pick)]);
               break;
             case 'restart':
               await env.restartWorker();
@@ -148,7 +145,7 @@ describe('randomised interleavings of the whole lifecycle (fast-check)', () => {
           }
         }
         day++;
-        await lifecycle.consolidate({ agentId, asOf: dayAt(3) });
+        await env.client.consolidate({ agentId, asOf: dayAt(3) });
         if (written.length === 0) return;
         await expectVerified(env, agentId);
         // The sequence put the store under pressure: what left hot went to cold or behind a tombstone.

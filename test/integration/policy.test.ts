@@ -1,7 +1,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { WorkflowFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import { HOUR_MS, dormantAt } from '../../core/salience';
 import { agentMemory, agentMemoryWorkflowId } from '../../workflows/agentMemory';
 import { killWorker, runMemgate, spawnWorker } from '../support/cli';
@@ -60,7 +59,7 @@ describe('a worker whose environment proposes another policy', () => {
   it('reclaims by the stored capacity: nothing spills below it', async () => {
     const agentId = env.agent('capacity');
     await writeNotes(agentId, 20);
-    const report = await new LifecycleClient(env.client.temporal, env.config).consolidate({
+    const report = await env.client.consolidate({
       agentId,
       asOf: Date.now(),
     });
@@ -111,7 +110,7 @@ describe('memgate policy', () => {
     const applied = JSON.parse(r.stdout);
     expect(applied).toMatchObject({ version: 2, changed: ['MEMGATE_HOT_CAPACITY'] });
     expect(applied.policy.hotCapacity).toBe(10);
-    const report = await new LifecycleClient(env.client.temporal, env.config).consolidate({
+    const report = await env.client.consolidate({
       agentId,
       asOf: Date.now(),
     });

@@ -1,12 +1,8 @@
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import {
-  consolidateAgent,
-  consolidateAgentWorkflowId,
-  forget,
-  forgetWorkflowId,
-} from '../../workflows/consolidation';
+import { forget, forgetWorkflowId } from '../../workflows/forget';
+import { consolidateAgent, consolidateAgentWorkflowId } from '../../workflows/nightly';
 import { killWorker, spawnWorker } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';

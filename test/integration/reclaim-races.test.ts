@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import type { Tombstone } from '../../store/db';
 import { interleaveOnce } from '../support/faults';
@@ -15,11 +14,9 @@ const T0 = Date.UTC(2025, 8, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 
 beforeAll(async () => {
   env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '6', MEMGATE_LOW_WATERMARK: '0.5' });
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 });
 afterAll(async () => {
   await env?.close();
@@ -38,7 +35,7 @@ async function couriersDueForEviction(name: string) {
       { text: 'Courier pickups leave from dock 7 at 16:00!', salience: 0.2, writtenAt: dayAt(0, 10) },
     ],
   });
-  await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+  await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
   const summary = (await env.store.hot.findOne({ agentId, kind: 'summary' }))!;
   await env.client.write({
     agentId,
@@ -63,7 +60,7 @@ function beforeFirstEviction(write: (id: string) => Promise<void>): () => void {
 describe('reclaim against a change made after its plan', () => {
   it('the baseline: with nothing in between, night 10 evicts both couriers behind the summary', async () => {
     const { agentId, couriers, summaryId } = await couriersDueForEviction('evict-baseline');
-    const report = await lifecycle.consolidate({ agentId, asOf: dayAt(10, 3) });
+    const report = await env.client.consolidate({ agentId, asOf: dayAt(10, 3) });
     expect(report.counts.evicted).toBe(2);
     for (const id of couriers) {
       expect(await env.store.tombstones.findOne({ _id: id })).toMatchObject({
@@ -76,10 +73,10 @@ describe('reclaim against a change made after its plan', () => {
   it('its stand-in summary erased in between: the courier stays', async () => {
     const { agentId, couriers, summaryId } = await couriersDueForEviction('evict-stand-in-erased');
     const undo = beforeFirstEviction(async () => {
-      await lifecycle.forget({ agentId, entryId: summaryId });
+      await env.client.forget({ agentId, entryId: summaryId });
     });
     try {
-      await lifecycle.consolidate({ agentId, asOf: dayAt(10, 3) });
+      await env.client.consolidate({ agentId, asOf: dayAt(10, 3) });
     } finally {
       undo();
     }
@@ -113,7 +110,7 @@ describe('reclaim against a change made after its plan', () => {
       );
     });
     try {
-      await lifecycle.consolidate({ agentId, asOf: dayAt(10, 3) });
+      await env.client.consolidate({ agentId, asOf: dayAt(10, 3) });
     } finally {
       undo();
     }

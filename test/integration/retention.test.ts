@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import { DAY_MS, dayOf, HOUR_MS } from '../../core/salience';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
@@ -9,11 +8,9 @@ const T0 = Date.UTC(2025, 3, 7);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 
 beforeAll(async () => {
   env = await startTestEnv({ MEMGATE_QUERY_LOG_RETENTION_DAYS: '3' });
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 });
 afterAll(async () => {
   await env?.close();
@@ -34,12 +31,12 @@ describe('query-log retention', () => {
     }
     expect(await loggedDays(agentId)).toEqual([0, 1, 2, 3, 4, 5]);
 
-    await lifecycle.consolidate({ agentId, asOf: dayAt(6, 3) });
+    await env.client.consolidate({ agentId, asOf: dayAt(6, 3) });
     expect(await loggedDays(agentId)).toEqual([3, 4, 5]);
 
     // The next night cuts from where this one did.
     await env.client.recall({ agentId, query: 'courier dock', asOf: dayAt(7, 12) });
-    await lifecycle.consolidate({ agentId, asOf: dayAt(8, 3) });
+    await env.client.consolidate({ agentId, asOf: dayAt(8, 3) });
     expect(await loggedDays(agentId)).toEqual([5, 7]);
     await expectVerified(env, agentId);
   }, 300_000);

@@ -7,7 +7,7 @@ import {
   consolidateAgentWorkflowId,
   nightlyConsolidation,
   type NightlyResult,
-} from '../../workflows/consolidation';
+} from '../../workflows/nightly';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 let env: TestEnv;

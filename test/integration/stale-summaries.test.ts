@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import { ConflictError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { startTestEnv, type TestEnv } from '../support/env';
@@ -16,11 +15,9 @@ const T0 = Date.UTC(2025, 9, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 
 beforeAll(async () => {
   env = await startTestEnv();
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 });
 afterAll(async () => {
   await env?.close();
@@ -39,7 +36,7 @@ describe('summaries of superseded facts', () => {
     });
     const { entries } = await env.client.write({ agentId, entries: [fact(14, 9), fact(30, 10)] });
     const [older, newer] = entries.map((e) => e.id) as [string, string];
-    const report = await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    const report = await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     expect(report.counts.superseded).toBe(1);
     expect(await env.store.hot.findOne({ _id: older })).toMatchObject({
       isActive: false,
@@ -80,7 +77,7 @@ describe('summaries of superseded facts', () => {
       ],
     });
     const [days14, region, encrypted] = entries.map((e) => e.id) as [string, string, string];
-    await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     const earlier = (await env.store.hot.findOne({ agentId, kind: 'summary' }))!;
     expect(earlier).toMatchObject({ derivedFrom: [days14, region, encrypted], isActive: true });
     expect(earlier.text).toContain('14 days');
@@ -88,7 +85,7 @@ describe('summaries of superseded facts', () => {
     const [days30] = (await env.client.write({ agentId, entries: [retention(30, 4)] })).entries.map(
       (e) => e.id,
     );
-    const night = await lifecycle.consolidate({ agentId, asOf: dayAt(5, 3) });
+    const night = await env.client.consolidate({ agentId, asOf: dayAt(5, 3) });
     expect(night.counts.superseded).toBe(1);
 
     const query = { agentId, query: 'How long are backups kept in the Frankfurt region?' };
@@ -125,13 +122,13 @@ describe('summaries of superseded facts', () => {
 
     // The retired summary cannot come back while it holds the superseded fact; the fact can,
     // and then awaits clustering like a new write.
-    await expect(lifecycle.restore({ agentId, entryId: earlier._id })).rejects.toBeInstanceOf(ConflictError);
-    await lifecycle.restore({ agentId, entryId: days14 });
+    await expect(env.client.restore({ agentId, entryId: earlier._id })).rejects.toBeInstanceOf(ConflictError);
+    await env.client.restore({ agentId, entryId: days14 });
     expect(await env.store.hot.findOne({ _id: days14 })).toMatchObject({
       isActive: true,
       pending: expect.arrayContaining(['cluster']),
     });
-    await lifecycle.consolidate({ agentId, asOf: dayAt(6, 3) });
+    await env.client.consolidate({ agentId, asOf: dayAt(6, 3) });
     expect(await env.store.hot.findOne({ _id: earlier._id })).toMatchObject({ isActive: false });
     await expectVerified(env, agentId);
   }, 300_000);

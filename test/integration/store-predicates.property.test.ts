@@ -3,15 +3,15 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { parseConfig } from '../../core/config';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
-import { dueForExpiry, planRefresh, QueryIndex, refreshPolicy } from '../../core/lifecycle';
-import { expirePhase, refreshPhase, type NightPolicy, type NightRun } from '../../core/nightly';
+import { dueForExpiry, planRefresh, QueryIndex, refreshPolicy } from '../../core/nightly/plans';
+import { expirePhase, refreshPhase, type NightPolicy, type NightRun } from '../../core/nightly/phases';
 import { inDefaultRecall } from '../../core/recall';
-import { reclaimPolicy } from '../../core/reclaim';
+import { reclaimPolicy } from '../../core/nightly/reclaim';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { ensureIndexes, openStore, type Store } from '../../store/db';
 import { findCandidates, insertNewEntries, logQuery } from '../../store/entries';
-import { dropLiveKeys } from '../../store/lifecycle';
-import { mongoNight } from '../../store/night';
+import { dropLiveKeys } from '../../store/nightly';
+import { mongoNight } from '../../store/nightStore';
 
 /**
  * The store reads by equality keys and the core decides (docs/invariants.md, Index-driven):

@@ -1,8 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
-import { assessSummary, buildSummaryEntry } from '../../core/clusters';
+import { assessSummary, buildSummaryEntry } from '../../core/nightly/clusters';
 import { memoryPolicy, type Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { extractiveSummary } from '../../llm/summarizer';
@@ -27,7 +26,6 @@ const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
 let server: Server;
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 let rewrite: (summary: string) => string = (summary) => summary;
 
 beforeAll(async () => {
@@ -64,7 +62,6 @@ beforeAll(async () => {
     OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`,
     OPENAI_API_KEY: 'test-key',
   });
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 }, 300_000);
 
 afterAll(async () => {
@@ -131,13 +128,13 @@ describe('a summary merges durable entries only', () => {
       ],
     });
     const [weekdays, gate, today] = entries.map((e) => e.id) as [string, string, string];
-    await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     const summary = (await env.store.hot.findOne({ agentId, kind: 'summary' }))!;
     expect(summary).toMatchObject({ derivedFrom: [weekdays, gate], validity: { volatile: false } });
     expect(summary.validity.freshUntil).toBeUndefined();
     expect((await stored(today)).subsumedBy).toBeUndefined();
 
-    const lapsed = await lifecycle.consolidate({ agentId, asOf: dayAt(3, 3) });
+    const lapsed = await env.client.consolidate({ agentId, asOf: dayAt(3, 3) });
     expect(lapsed.counts.expired).toBe(1);
     const { hits } = await env.client.recall({
       agentId,
@@ -184,7 +181,7 @@ describe('what a summary claims is what it holds', () => {
       (args) => (args[0] as Entry[])[0]?.kind === 'summary',
     );
     try {
-      await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+      await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     } finally {
       undo();
     }
@@ -207,7 +204,7 @@ describe('what a summary claims is what it holds', () => {
       const agentId = env.agent(`rebuild-crash-${crashAt}`);
       const { desk, bay, code } = await writeReceptionNotes(agentId);
       rewrite = (summary) => summary;
-      await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+      await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
       const summaryId = (await env.store.hot.findOne({ agentId, kind: 'summary' }))!._id;
       expect((await stored(bay)).subsumedBy).toEqual([{ summaryId, lossless: true }]);
 
@@ -239,7 +236,7 @@ describe('what a summary claims is what it holds', () => {
         () => ++writes === crashAt,
       );
       try {
-        await lifecycle.forget({ agentId, entryId: code });
+        await env.client.forget({ agentId, entryId: code });
       } finally {
         undo();
         rewrite = (summary) => summary;

@@ -1,10 +1,9 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import { ModelError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import { forgetWorkflowId } from '../../workflows/consolidation';
+import { forgetWorkflowId } from '../../workflows/forget';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -20,7 +19,6 @@ let server: Server;
 let refuse = false;
 const requests: string[] = [];
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -60,7 +58,6 @@ beforeAll(async () => {
   await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
   const { port } = server.address() as AddressInfo;
   env = await startTestEnv({ OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, OPENAI_API_KEY: 'test-key' });
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 });
 afterAll(async () => {
   await env?.close();
@@ -78,14 +75,14 @@ describe('typed failures', () => {
         writtenAt: dayAt(0, hour),
       })),
     });
-    await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+    await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     expect(await env.store.hot.countDocuments({ agentId, kind: 'summary' })).toBe(1);
 
     // Erasing a source rebuilds the summary from the others: the summarizer is asked, and refuses.
     refuse = true;
     const before = requests.length;
     const secret = entries[1]!.id;
-    await expect(lifecycle.forget({ agentId, entryId: secret })).rejects.toBeInstanceOf(ModelError);
+    await expect(env.client.forget({ agentId, entryId: secret })).rejects.toBeInstanceOf(ModelError);
     expect(requests.length - before).toBe(1);
     const history = await env.client.temporal.workflow
       .getHandle(forgetWorkflowId(agentId, secret))

@@ -1,5 +1,4 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { LifecycleClient } from '../../client/lifecycle';
 import type { Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import type { VerifyReport } from '../../store/verify';
@@ -15,11 +14,9 @@ const T0 = Date.UTC(2025, 7, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
 let env: TestEnv;
-let lifecycle: LifecycleClient;
 
 beforeAll(async () => {
   env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '6', MEMGATE_LOW_WATERMARK: '0.5' });
-  lifecycle = new LifecycleClient(env.client.temporal, env.config);
 });
 afterAll(async () => {
   await env?.close();
@@ -36,15 +33,15 @@ async function livedIn(name: string): Promise<{ agentId: string; ids: string[] }
       { text: 'The lab door code is 4471.', salience: 0.9, writtenAt: dayAt(0, 11) },
     ],
   });
-  await lifecycle.consolidate({ agentId, asOf: dayAt(1, 3) });
+  await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
   const more = await env.client.write({
     agentId,
     entries: ['boiler serviced', 'taxes filed', 'banners ordered', 'notice approved', 'interns start'].map(
       (t, i) => ({ text: `Office note: ${t}.`, salience: 0.9, writtenAt: dayAt(9, 10) + i }),
     ),
   });
-  await lifecycle.consolidate({ agentId, asOf: dayAt(10, 3) });
-  await lifecycle.forget({ agentId, entryId: entries[2]!.id });
+  await env.client.consolidate({ agentId, asOf: dayAt(10, 3) });
+  await env.client.forget({ agentId, entryId: entries[2]!.id });
   return { agentId, ids: [...entries, ...more.entries].map((e) => e.id) };
 }
 

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { InvalidInputError } from '../../core/errors';
-import { LifecycleClient } from '../../client/lifecycle';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 let env: TestEnv;
@@ -136,7 +135,7 @@ describe('durable soft writes and gated recall', () => {
     const agentId = env.agent('agent-erase');
     const entry = { text: 'My home address is 12 Elm Street', idempotencyKey: 'address' };
     const [written] = (await env.client.write({ agentId, entries: [entry] })).entries;
-    await new LifecycleClient(env.client.temporal, env.config).forget({ agentId, entryId: written!.id });
+    await env.client.forget({ agentId, entryId: written!.id });
     const [replayed] = (await env.client.write({ agentId, entries: [entry] })).entries;
     expect(replayed).toEqual({ id: written!.id, status: 'deleted' });
     expect(await env.store.hot.countDocuments({ agentId })).toBe(0);

@@ -3,8 +3,8 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { parseConfig } from '../../core/config';
-import type { PostgresPaths } from '../../scripts/postgres';
-import { postgresPaths, stackDown, stackUp } from '../../scripts/stack';
+import type { PostgresPaths } from '../../stack/postgres';
+import { postgresPaths, stackDown, stackUp } from '../../stack/stack';
 
 declare module 'vitest' {
   export interface ProvidedContext {

@@ -9,7 +9,7 @@ import {
   tally,
   type Classification,
   type QuestionVerdicts,
-} from '../../core/audit';
+} from '../../audit/records';
 
 const verdicts = (v: Partial<QuestionVerdicts>): QuestionVerdicts => ({
   cleanGold: true,

@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { HOUR_MS } from '../../core/salience';
-import type { ReclaimEntry, ReclaimPolicy } from '../../core/reclaim';
+import type { ReclaimEntry, ReclaimPolicy } from '../../core/nightly/reclaim';
 import {
   chronological,
   placeboFor,
@@ -17,7 +17,7 @@ import {
   totalTokens,
   withRestored,
   type MemoryUnit,
-} from '../../core/auditArms';
+} from '../../audit/arms';
 
 function unit(i: number, text: string, tokens = Math.ceil(text.length / 4)): MemoryUnit {
   return {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { renderChart, renderTable } from '../../client/auditReport';
-import { classify, summarizeAudit, type AuditRecord, type QuestionVerdicts } from '../../core/audit';
+import { renderChart, renderTable } from '../../audit/report';
+import { classify, summarizeAudit, type AuditRecord, type QuestionVerdicts } from '../../audit/records';
 
 function record(
   questionId: string,

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { nearDuplicateClusters, termSimilarity } from '../../core/clusters';
+import { nearDuplicateClusters, termSimilarity } from '../../core/nightly/clusters';
 import type { Tier } from '../../core/entry';
 import {
   applyPatch,
@@ -17,7 +17,7 @@ import {
   type RefreshEntry,
   type RefreshPolicy,
   type SupersessionEntry,
-} from '../../core/lifecycle';
+} from '../../core/nightly/plans';
 import { DAY_MS, HOUR_MS, salienceAt } from '../../core/salience';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type TierOps } from '../../core/tiers';
 import { isExpired } from '../../core/entry';

@@ -2,12 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import {
-  haystackTurns,
-  listQuestions,
-  loadQuestion,
-  parseLongMemEvalDate,
-} from '../../activities/longMemEval';
+import { haystackTurns, listQuestions, loadQuestion, parseLongMemEvalDate } from '../../audit/longMemEval';
 import { InvalidInputError } from '../../core/errors';
 
 const dir = mkdtempSync(join(tmpdir(), 'lme-'));

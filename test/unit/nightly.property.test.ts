@@ -1,7 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { buildEntry, memoryPolicy } from '../../core/entry';
-import { queryMatches } from '../../core/lifecycle';
+import { queryMatches } from '../../core/nightly/plans';
 import {
   limitRehydration,
   refreshProposers,
@@ -9,9 +9,9 @@ import {
   wantedFromCold,
   type Located,
   type LoggedQuery,
-} from '../../core/nightly';
+} from '../../core/nightly/phases';
 import { candidateTerms, MAX_TERM_READS, POSTINGS_BUDGET, rankCandidates } from '../../core/recall';
-import type { ReclaimPolicy } from '../../core/reclaim';
+import type { ReclaimPolicy } from '../../core/nightly/reclaim';
 
 const VOCABULARY = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
 const BUDGET = 10;

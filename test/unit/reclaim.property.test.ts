@@ -12,7 +12,7 @@ import {
   type ReclaimPolicy,
   type ReclaimRanking,
   type StorageView,
-} from '../../core/reclaim';
+} from '../../core/nightly/reclaim';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 
 /** Design 4.1 as a table, written independently of core/eviction.ts. */

@@ -8,11 +8,11 @@ import {
   clusterable,
   releasePatch,
   retirePatch,
-} from '../../core/clusters';
+} from '../../core/nightly/clusters';
 import { parseConfig } from '../../core/config';
 import { buildEntry, memoryPolicy, type Entry, type PendingWork } from '../../core/entry';
-import { applyPatch, type SupersessionStep } from '../../core/lifecycle';
-import { supersededTonight } from '../../core/nightly';
+import { applyPatch, type SupersessionStep } from '../../core/nightly/plans';
+import { supersededTonight } from '../../core/nightly/phases';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 
 /**

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { assessSummary, buildSummaryEntry } from '../../core/clusters';
+import { assessSummary, buildSummaryEntry } from '../../core/nightly/clusters';
 import { buildEntry, memoryPolicy } from '../../core/entry';
 import { extractiveSummary, extractiveSummarizer, sentences } from '../../llm/summarizer';
 

@@ -1,10 +1,9 @@
 import type { Command } from 'commander';
 import { InvalidInputError } from '../../core/errors';
-import { LifecycleClient } from '../lifecycle';
 import { NightlySchedule } from '../schedule';
 import { config, printJson, withClient } from './context';
 
-function isoTime(flag: string) {
+export function isoTime(flag: string) {
   return (value: string): number => {
     const t = Date.parse(value);
     if (Number.isNaN(t))
@@ -13,7 +12,7 @@ function isoTime(flag: string) {
   };
 }
 
-export function registerLifecycleCommands(program: Command): void {
+export function registerNightlyCommands(program: Command): void {
   program
     .command('consolidate')
     .description(
@@ -23,46 +22,7 @@ export function registerLifecycleCommands(program: Command): void {
     .option('--as-of <iso>', 'decide as of this instant (default: now)', isoTime('--as-of'))
     .action(async (o) => {
       const asOf: number = o.asOf ?? Date.now();
-      printJson(
-        await withClient((c) =>
-          new LifecycleClient(c.temporal, config()).consolidate({ agentId: o.agent, asOf }),
-        ),
-      );
-    });
-
-  program
-    .command('restore')
-    .description(
-      'reverse the supersession of an entry (or, with --fresh-until, renew an expired volatile fact)',
-    )
-    .argument('<entryId>', 'entry id')
-    .requiredOption('-a, --agent <agentId>', 'agent id')
-    .option('--fresh-until <iso>', 'new end of the freshness window', isoTime('--fresh-until'))
-    .action(async (entryId: string, o) => {
-      printJson(
-        await withClient((c) =>
-          new LifecycleClient(c.temporal, config()).restore({
-            agentId: o.agent,
-            entryId,
-            ...(o.freshUntil !== undefined && { freshUntil: o.freshUntil }),
-          }),
-        ),
-      );
-    });
-
-  program
-    .command('forget')
-    .description(
-      'erase an entry from hot, cold, the query log and every summary derived from it; leaves a content-free tombstone',
-    )
-    .argument('<entryId>', 'entry id')
-    .requiredOption('-a, --agent <agentId>', 'agent id')
-    .action(async (entryId: string, o) => {
-      printJson(
-        await withClient((c) =>
-          new LifecycleClient(c.temporal, config()).forget({ agentId: o.agent, entryId }),
-        ),
-      );
+      printJson(await withClient((c) => c.consolidate({ agentId: o.agent, asOf })));
     });
 
   const schedule = program

@@ -1,8 +1,8 @@
-import { atoms, checkLossless } from './atoms';
-import { initialPending, isExpired, type Entry, type MemoryPolicy } from './entry';
-import { awaitPatch, combinePatches, restorePatch, type EntryPatch } from './lifecycle';
-import { dormantAt, salienceAt } from './salience';
-import { countTokens, terms } from './text';
+import { atoms, checkLossless } from '../atoms';
+import { initialPending, isExpired, type Entry, type MemoryPolicy } from '../entry';
+import { awaitPatch, combinePatches, restorePatch, type EntryPatch } from './plans';
+import { dormantAt, salienceAt } from '../salience';
+import { countTokens, terms } from '../text';
 
 /**
  * Near-duplicate clustering for the consolidate phase: lexical similarity (cosine over

@@ -1,45 +1,13 @@
-import { defineSearchAttributeKey, SearchAttributeType, type RetryPolicy } from '@temporalio/common';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { continueAsNew, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../activities';
-import type { ConsolidationReport, PhaseCounts } from '../activities/consolidation';
-import { assertNotAhead } from '../core/clock';
-import {
-  consolidateAgentInputSchema,
-  forgetInputSchema,
-  parseInput,
-  phaseCountsSchema,
-  restoreInputSchema,
-  type ConsolidateAgentInput,
-  type ForgetInput,
-  type RestoreInput,
-} from '../core/inputs';
+import type { NightlyActivities } from '../activities';
+import type { ConsolidationReport, PhaseCounts } from '../core/messages';
+import { consolidateAgentInputSchema, phaseCountsSchema, type ConsolidateAgentInput } from '../core/messages';
 import { agentIdSchema, epochMs } from '../core/entry';
 import { z } from 'zod';
-import { asApplicationFailure } from './failures';
+import { notAhead, RETRY, validated } from './support';
 
-export type { ConsolidateAgentInput, ForgetInput, RestoreInput };
-
-/**
- * A workflow's own input, validated before anything runs: a caller of the Temporal API need
- * not have gone through the client. A bad one fails the workflow with a non-retryable
- * InvalidInput.
- */
-function validated<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {
-  try {
-    return parseInput(schema, input, what);
-  } catch (err) {
-    throw asApplicationFailure(err);
-  }
-}
-
-/** A run may not decide as if a time to come had already come. */
-function notAhead(asOf: number, what: string): void {
-  try {
-    assertNotAhead(asOf, Date.now(), 'asOf', what);
-  } catch (err) {
-    throw asApplicationFailure(err);
-  }
-}
+export type { ConsolidateAgentInput };
 
 /** The same agent and instant always make the same run, whose ledger records it rewrites. */
 export function consolidationRunId(agentId: string, asOf: number): string {
@@ -50,18 +18,10 @@ export function consolidateAgentWorkflowId(agentId: string, asOf: number): strin
   return `memgate-consolidate-${consolidationRunId(agentId, asOf)}`;
 }
 
-const RETRY: RetryPolicy = {
-  initialInterval: '1 second',
-  backoffCoefficient: 2,
-  maximumInterval: '1 minute',
-  maximumAttempts: 10,
-  nonRetryableErrorTypes: ['InvalidInput', 'InvalidConfig', 'EvictionBoundaryError'],
-};
-
 // Phases page through big stores for as long as they need; each heartbeats while it runs
 // (activities/failures.ts `withLiveness`), so a lost worker shows up within the heartbeat
 // timeout and the phase, idempotent, is retried on another.
-const phases = proxyActivities<Activities>({
+const phases = proxyActivities<NightlyActivities>({
   startToCloseTimeout: '2 hours',
   heartbeatTimeout: '20 seconds',
   retry: RETRY,
@@ -210,38 +170,4 @@ export async function nightlyConsolidation(raw: NightlyInput = {}): Promise<Nigh
     },
   });
   return result;
-}
-
-const oneShot = proxyActivities<Activities>({
-  startToCloseTimeout: '1 minute',
-  heartbeatTimeout: '20 seconds',
-  retry: RETRY,
-});
-
-export function restoreWorkflowId(agentId: string, entryId: string): string {
-  return `memgate-restore-${agentId}-${entryId}`;
-}
-
-/** `memgate restore`: reverse a supersession (or renew an expired fact), with a ledger record. */
-export async function restore(raw: RestoreInput) {
-  const input = validated(restoreInputSchema, raw, 'restore');
-  return oneShot.restoreEntry({ ...input, at: Date.now() });
-}
-
-export function forgetWorkflowId(agentId: string, entryId: string): string {
-  return `memgate-forget-${agentId}-${entryId}`;
-}
-
-/**
- * Erasure (I10): a content-free tombstone first, then every summary derived from the entry
- * is rebuilt without it or removed and flagged, then the entry leaves both tiers and the
- * query log. Each step is idempotent, so the workflow can be rerun at any point.
- */
-export async function forget(raw: ForgetInput) {
-  const input = validated(forgetInputSchema, raw, 'forget');
-  const step = { ...input, at: Date.now() };
-  await oneShot.forgetTombstone(step);
-  const derived = await phases.forgetDerived({ ...step, policy: await oneShot.currentPolicy() });
-  const removed = await oneShot.forgetEntry(input);
-  return { entryId: input.entryId, ...derived, ...removed };
 }

@@ -1,7 +1,7 @@
-import { assertEvictionBoundary } from './config';
-import { isExpired, type Entry, type EntryKind } from './entry';
-import { reclaimAction, type EvictionInput, type ReclaimAction } from './eviction';
-import { HOUR_MS } from './salience';
+import { assertEvictionBoundary } from '../config';
+import { isExpired, type Entry, type EntryKind } from '../entry';
+import { reclaimAction, type EvictionInput, type ReclaimAction } from '../eviction';
+import { HOUR_MS } from '../salience';
 
 /**
  * What a reclaim ranking may see of an entry: storage signals only (I2). It is built field

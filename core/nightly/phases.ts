@@ -5,7 +5,7 @@ import {
   CLUSTER_MAX_POSTINGS,
   nearDuplicateClusters,
 } from './clusters';
-import type { Entry, MemoryPolicy, PendingWork, Tier } from './entry';
+import type { Entry, MemoryPolicy, PendingWork, Tier } from '../entry';
 import {
   awaitsCounting,
   dueForExpiry,
@@ -15,9 +15,9 @@ import {
   type RefreshPolicy,
   type RefreshStep,
   type SupersessionStep,
-} from './lifecycle';
-import { dayOf } from './salience';
-import { POSTINGS_BUDGET, rankCandidates } from './recall';
+} from './plans';
+import { dayOf } from '../salience';
+import { POSTINGS_BUDGET, rankCandidates } from '../recall';
 import {
   planReclaim,
   reclaimStep,
@@ -29,7 +29,7 @@ import {
 
 /**
  * The nightly pass for one agent (design 5): expire → refresh → supersede → consolidate →
- * reclaim, written once over `NightStore`, which the MongoDB store (store/night.ts) and the
+ * reclaim, written once over `NightStore`, which the MongoDB store (store/nightStore.ts) and the
  * in-memory store of the simulations implement, so a simulation runs the code that runs at
  * night. Every read is by equality on indexed fields (docs/invariants.md, Index-driven): a
  * phase finds its work through the entries' `pending` lists, terms and subjects, so its cost

@@ -1,8 +1,8 @@
 import { z } from 'zod';
-import { agentIdSchema, epochMs, zodIssues } from './entry';
+import { agentIdSchema, epochMs, zodIssues, type Tier } from './entry';
 import { InvalidInputError } from './errors';
 import { policySchema } from './policy';
-import { AUDIT_ARMS } from './audit';
+import { AUDIT_ARMS } from '../audit/records';
 
 /**
  * What every workflow and activity accepts. Each validates its own input with these (the
@@ -110,10 +110,60 @@ export const auditQuestionTaskSchema = z.strictObject({
   settings: auditSettingsSchema,
 });
 
+export type AuditInput = z.output<typeof auditInputSchema>;
+export type AuditSettings = z.output<typeof auditSettingsSchema>;
+export type AuditQuestionTask = z.output<typeof auditQuestionTaskSchema>;
+
 export const auditArmTaskSchema = auditQuestionTaskSchema.extend({
   arm: z.enum(AUDIT_ARMS),
   cleanGold: z.boolean(),
 });
+
+// Results: what workflows and activities answer, and the client hands back.
+
+/**
+ * What happened to one written entry. `existing`: the id is already in hot or cold, left
+ * untouched. `deleted`: the id has a tombstone (evicted, or erased by `forget`), so a
+ * replayed write does not bring it back.
+ */
+export type WriteStatus = 'created' | 'existing' | 'deleted';
+
+/** One written entry's id (derived from the write, so a resend gets the same) and status. */
+export interface PersistedEntry {
+  id: string;
+  status: WriteStatus;
+}
+
+/** A write's answer: its entries, in order. */
+export interface WriteResult {
+  entries: PersistedEntry[];
+}
+
+/** One agent's nightly run: the counts per phase and where the memory stands after it. */
+export interface ConsolidationReport {
+  runId: string;
+  agentId: string;
+  asOf: number;
+  counts: PhaseCounts;
+  /** Where the agent's memory stands after the run. */
+  store: { hot: number; cold: number; tombstones: number };
+}
+
+/** A LongMemEval question: the file it is in, its index in a list file, its id. */
+export interface QuestionRef {
+  file: string;
+  index: number | null;
+  questionId: string;
+}
+
+/** What a restore changed: a supersession undone, an expiry renewed, or both. */
+export interface RestoreResult {
+  id: string;
+  tier: Tier;
+  restored: ('supersession' | 'expiry')[];
+}
+
+export type AuditArmTask = z.output<typeof auditArmTaskSchema>;
 
 /** Parse or throw InvalidInputError naming `what` and each offending field. */
 export function parseInput<S extends z.ZodType>(schema: S, input: unknown, what: string): z.output<S> {

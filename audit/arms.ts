@@ -1,5 +1,5 @@
-import { seededRandom, type ReadCondition } from './audit';
-import { assertEvictionBoundary } from './config';
+import { seededRandom, type ReadCondition } from './records';
+import { assertEvictionBoundary } from '../core/config';
 import {
   oldestWriteFirst,
   reclaimStep,
@@ -7,8 +7,8 @@ import {
   type ReclaimEntry,
   type ReclaimPolicy,
   type ReclaimStep,
-} from './reclaim';
-import { termSequence, terms } from './text';
+} from '../core/nightly/reclaim';
+import { termSequence, terms } from '../core/text';
 
 /**
  * The eviction arms and read-time conditions of the audit (design section 7), pure. A memory

@@ -1,4 +1,4 @@
-import type { ReadCondition, SummaryRow } from '../core/audit';
+import type { ReadCondition, SummaryRow } from './records';
 
 /** The audit's summary as a Markdown table and as a self-contained SVG chart. */
 

@@ -5,27 +5,24 @@ import {
   claimPatch,
   reinstatePatch,
   releasePatch,
-  restoreSupersessionPatch,
   retirePatch,
-} from '../core/clusters';
+} from '../core/nightly/clusters';
 import type { Entry, Tier } from '../core/entry';
 import { ConflictError } from '../core/errors';
 import {
   applyPatch,
-  awaitPatch,
   combinePatches,
   dueForExpiry,
   expirePatch,
   refreshPatch,
-  renewPatch,
   settlePatch,
   supersedePatch,
   supersedesPatch,
   type EntryPatch,
   type RefreshStep,
-} from '../core/lifecycle';
-import type { ReclaimStep } from '../core/reclaim';
-import { FIRST_NIGHT_LOOKBACK_DAYS, type SupersededSource } from '../core/nightly';
+} from '../core/nightly/plans';
+import type { ReclaimStep } from '../core/nightly/reclaim';
+import { FIRST_NIGHT_LOOKBACK_DAYS, type SupersededSource } from '../core/nightly/phases';
 import { dayOf } from '../core/salience';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import { countArrived, countDeleted, countMoved } from './agents';
@@ -593,83 +590,6 @@ export async function supersedeEntry(
   await annotate(store, ctx.agentId, newerId, (e) =>
     e.supersedes === olderId ? undefined : supersedesPatch(olderId),
   );
-}
-
-export interface RestoreResult {
-  id: string;
-  tier: Tier;
-  restored: ('supersession' | 'expiry')[];
-}
-
-/**
- * Reverse a supersession (and, given a new `freshUntil`, an expiry). The ledger record is
- * keyed by the restore's time and written first, so a retried restore finishes the same
- * change instead of reporting a conflict. A retired summary comes back only while every
- * source it holds is current (docs/invariants.md, Current summaries); else ConflictError.
- */
-export async function restoreEntry(
-  store: Store,
-  agentId: string,
-  id: string,
-  opts: { at: number; freshUntil?: number },
-): Promise<RestoreResult | undefined> {
-  const before = (await locateEntry(store, agentId, id))?.entry;
-  if (!before) return undefined;
-  const ledgerId = `restore:${id}:${opts.at}`;
-  const earlier = await findById(store.ledger, agentId, ledgerId);
-  let restored = earlier?.inputs?.restored as RestoreResult['restored'] | undefined;
-  if (!restored) {
-    restored = [];
-    if (before.supersededBy !== undefined || !before.isActive) restored.push('supersession');
-    if (opts.freshUntil !== undefined && before.validity.volatile) restored.push('expiry');
-    if (restored.length === 0) {
-      throw new ConflictError(
-        opts.freshUntil === undefined
-          ? `entry ${id} is not superseded (to renew a volatile fact, give a new freshUntil)`
-          : `entry ${id} is neither superseded nor volatile`,
-        { id },
-      );
-    }
-    if (restored.includes('supersession') && before.kind === 'summary') {
-      const { present } = await storedEntries(store, agentId, before.derivedFrom ?? []);
-      const superseded = present.find((source) => !source.isActive);
-      if (superseded) {
-        throw new ConflictError(
-          `summary ${id} holds ${superseded._id}, which is superseded; restore that entry instead (a night then clusters it again)`,
-          { id, source: superseded._id },
-        );
-      }
-    }
-    await store.ledger.replaceOne(
-      { _id: ledgerId, agentId },
-      {
-        agentId,
-        at: opts.at,
-        event: 'restore',
-        entryId: id,
-        reason: 'operator restore',
-        inputs: { restored, supersededBy: before.supersededBy, freshUntil: opts.freshUntil },
-      },
-      { upsert: true },
-    );
-  }
-  const newer = (earlier?.inputs?.supersededBy as string | undefined) ?? before.supersededBy;
-  const { freshUntil } = opts;
-  const copies = await annotate(store, agentId, id, (e) => {
-    const patches: EntryPatch[] = [];
-    if (restored.includes('expiry') && freshUntil !== undefined && e.validity.freshUntil !== freshUntil)
-      patches.push(renewPatch(freshUntil), awaitPatch(e, 'expire'));
-    // Seen with the renewal applied, so both kinds of work stay pending.
-    if (restored.includes('supersession') && (e.supersededBy !== undefined || !e.isActive))
-      patches.push(restoreSupersessionPatch(applyPatch(e, combinePatches(...patches)), opts.at));
-    return patches.length ? combinePatches(...patches) : undefined;
-  });
-  if (newer !== undefined) {
-    await annotate(store, agentId, newer, (e) =>
-      e.supersedes === id ? { set: {}, unset: ['supersedes'] } : undefined,
-    );
-  }
-  return { id, tier: copies[0]?.tier ?? 'hot', restored };
 }
 
 // Runs ----------------------------------------------------------------------------------

@@ -8,14 +8,13 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { AuditActivities } from '../activities';
-import type { QuestionRef } from '../activities/longMemEval';
-import { AUDIT_ARMS } from '../core/audit';
-import { auditInputSchema, parseInput } from '../core/inputs';
-import { asApplicationFailure } from './failures';
-import type { z } from 'zod';
+import type { QuestionRef } from '../core/messages';
+import { AUDIT_ARMS } from './records';
+import { auditInputSchema, parseInput, type AuditInput } from '../core/messages';
+import { asApplicationFailure } from '../core/failures';
 
 /** The restore-counterfactual audit (design section 7): one workflow per run id, resumable. */
-export type AuditInput = z.output<typeof auditInputSchema>;
+export type { AuditInput };
 
 export interface AuditProgress {
   runId: string;

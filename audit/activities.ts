@@ -1,3 +1,4 @@
+import type { QuestionRef } from '../core/messages';
 import { activityInfo, Context, heartbeat } from '@temporalio/activity';
 import {
   armPolicy,
@@ -8,7 +9,7 @@ import {
   type ReadCondition,
   type ReadSetting,
   type TightnessChecks,
-} from '../core/audit';
+} from './records';
 import {
   chronological,
   placeboFor,
@@ -23,7 +24,7 @@ import {
   withRestored,
   type ContextUnit,
   type MemoryUnit,
-} from '../core/auditArms';
+} from './arms';
 import type { Config } from '../core/config';
 import { buildEntry, memoryPolicy, type Entry, type MemoryPolicy } from '../core/entry';
 import { InvalidInputError } from '../core/errors';
@@ -31,15 +32,15 @@ import {
   auditArmTaskSchema,
   auditListSchema,
   auditQuestionTaskSchema,
-  auditSettingsSchema,
   parseInput,
-} from '../core/inputs';
-import type { z } from 'zod';
-import { reclaimPolicy } from '../core/reclaim';
+  type AuditArmTask,
+  type AuditQuestionTask,
+} from '../core/messages';
+import { reclaimPolicy } from '../core/nightly/reclaim';
 import { chooseJudge, chooseReader, type Models } from '../llm';
 import type { Judge, Reader } from '../llm/models';
 import { agentEntries, dropAgents, saveAuditRecords, storedAuditRecordIds } from '../store/audit';
-import { evictEntry, spillEntries } from '../store/lifecycle';
+import { evictEntry, spillEntries } from '../store/nightly';
 import type { Store } from '../store/db';
 import { entryId, insertNewEntries } from '../store/entries';
 import {
@@ -50,15 +51,11 @@ import {
   unitId,
   type HaystackTurn,
   type LongMemEvalQuestion,
-  type QuestionRef,
 } from './longMemEval';
 
 /** The restore-counterfactual audit's activities (design section 7). */
 
 const HAYSTACKS_KEPT = 4;
-
-export type AuditSettings = z.output<typeof auditSettingsSchema>;
-export type AuditQuestionTask = z.output<typeof auditQuestionTaskSchema>;
 
 export interface PreparedQuestion {
   units: number;
@@ -67,8 +64,6 @@ export interface PreparedQuestion {
   /** The reader answers it when handed only the clean gold: the denominator filter. */
   cleanGold: boolean;
 }
-
-export type AuditArmTask = z.output<typeof auditArmTaskSchema>;
 
 export interface ArmOutcome {
   records: number;

@@ -1,5 +1,5 @@
-import { isExpired, type Entry, type PendingWork, type Tier } from './entry';
-import { dormantAt, HOUR_MS, refreshedSalience, type Salience } from './salience';
+import { isExpired, type Entry, type PendingWork, type Tier } from '../entry';
+import { dormantAt, HOUR_MS, refreshedSalience, type Salience } from '../salience';
 
 /**
  * The nightly pass's pure decisions other than reclaim and clustering (design 1.3, 4.4):

@@ -1,5 +1,5 @@
 import { ApplicationFailure } from '@temporalio/common';
-import { MemgateError } from '../core/errors';
+import { MemgateError } from './errors';
 
 /**
  * A MemgateError leaves a workflow, an Update validator or an activity as an ApplicationFailure of the

@@ -3,12 +3,12 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import { z } from 'zod';
-import { summarizeAudit } from '../../core/audit';
-import { zodIssues } from '../../core/entry';
-import { InvalidInputError } from '../../core/errors';
-import { chooseJudge, chooseReader, createModels } from '../../llm';
-import { auditRecordsOfRun } from '../../store/audit';
-import { createAuditWorker } from '../../worker/worker';
+import { summarizeAudit } from './records';
+import { zodIssues } from '../core/entry';
+import { InvalidInputError } from '../core/errors';
+import { chooseJudge, chooseReader, createModels } from '../llm';
+import { auditRecordsOfRun } from '../store/audit';
+import { createAuditWorker } from '../worker/worker';
 import {
   auditProgressQuery,
   auditTaskQueue,
@@ -16,11 +16,11 @@ import {
   memgateAudit,
   type AuditInput,
   type AuditProgress,
-} from '../../workflows/audit';
-import { MemgateClient } from '../client';
-import { toMemgateError } from '../errors';
-import { renderChart, renderTable } from '../auditReport';
-import { config, resolveEndpoints } from './context';
+} from './workflow';
+import { MemgateClient } from '../client/client';
+import { toMemgateError } from '../client/errors';
+import { renderChart, renderTable } from './report';
+import { config, resolveEndpoints } from '../client/commands/context';
 
 /** The shared LongMemEval-S sample, beside the repository. */
 const DEFAULT_DATA = resolve(__dirname, '..', '..', '..', 'shared', 'data', 'longmemeval-s');

@@ -1,3 +1,4 @@
+import type { QuestionRef } from '../core/messages';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { z } from 'zod';
@@ -37,12 +38,6 @@ const questionSchema = z
 export type LongMemEvalQuestion = z.output<typeof questionSchema>;
 
 /** Where one question lives: a file, and its position when the file holds a list. */
-export interface QuestionRef {
-  file: string;
-  index: number | null;
-  questionId: string;
-}
-
 /** "2023/05/20 (Sat) 02:51" as epoch milliseconds (UTC). */
 export function parseLongMemEvalDate(text: string): number {
   const m = /^(\d{4})\/(\d{2})\/(\d{2})(?:\s*\(\w+\))?\s*(\d{2}):(\d{2})/.exec(text.trim());

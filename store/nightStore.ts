@@ -1,9 +1,9 @@
 import type { Entry, PendingWork } from '../core/entry';
-import type { Located, NightRun, NightStore } from '../core/nightly';
-import { awaitsCounting } from '../core/lifecycle';
+import type { Located, NightRun, NightStore } from '../core/nightly/phases';
+import { awaitsCounting } from '../core/nightly/plans';
 import { removeSummary, summariesDerivedFrom } from './forget';
 import { dayOf } from '../core/salience';
-import type { ReclaimEntry } from '../core/reclaim';
+import type { ReclaimEntry } from '../core/nightly/reclaim';
 import { countArrived, setHotCount, tierCounts } from './agents';
 import { bulkWriteInCommands, type QueryLogRecord, type Store } from './db';
 import { entriesWithTerm } from './entries';
@@ -27,7 +27,7 @@ import {
   tierCollection,
   TIERS,
   writeSummary,
-} from './lifecycle';
+} from './nightly';
 import { adjustDocumentFrequencies, documentFrequencies } from './terms';
 
 const RECLAIM_FIELDS = {
@@ -45,7 +45,7 @@ const RECLAIM_FIELDS = {
 };
 
 /**
- * The nightly phases' view of one agent in MongoDB (core/nightly.ts). Reads are equality on
+ * The nightly phases' view of one agent in MongoDB (core/nightly/phases.ts). Reads are equality on
  * indexed fields (`pending`, `terms`, `subject`, `day`, the ledger's run and event) or point
  * reads by `_id`; the one read of a whole tier is reclaim's, and only when the maintained hot
  * count is over the high watermark.

@@ -2,7 +2,7 @@
  * The local stack: a real Temporal dev server (Temporal CLI, SQLite persistence, Web UI) and
  * FerretDB (MongoDB wire protocol) on PostgreSQL. The Temporal CLI and FerretDB are built from
  * source with the Go toolchain and cached outside the repository; PostgreSQL comes from the
- * npm registry (scripts/postgres.ts). Everything listens on 127.0.0.1 and stops cleanly.
+ * npm registry (stack/postgres.ts). Everything listens on 127.0.0.1 and stops cleanly.
  */
 import { execFile, spawn, type SpawnOptions } from 'node:child_process';
 import {

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
-import type { ReclaimStep } from '../../core/reclaim';
+import type { ReclaimStep } from '../../core/nightly/reclaim';
 import { HOUR_MS } from '../../core/salience';
 import { openStore, type Store } from '../../store/db';
 import { insertNewEntries } from '../../store/entries';
@@ -12,11 +12,11 @@ import {
   deleteEntry,
   evictEntry,
   rehydrateEntry,
-  restoreEntry,
   spillEntries,
   supersedeEntry,
   type RunContext,
-} from '../../store/lifecycle';
+} from '../../store/nightly';
+import { restoreEntry } from '../../store/restore';
 import { failOnce, interleaveOnce } from '../support/faults';
 
 const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });

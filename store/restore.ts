@@ -1,0 +1,77 @@
+import { ConflictError } from '../core/errors';
+import type { RestoreResult } from '../core/messages';
+import { applyPatch, awaitPatch, combinePatches, renewPatch, type EntryPatch } from '../core/nightly/plans';
+import { restoreSupersessionPatch } from '../core/nightly/clusters';
+import type { Store } from './db';
+import { annotate, findById, locateEntry, storedEntries } from './nightly';
+
+/**
+ * Reverse a supersession (and, given a new `freshUntil`, an expiry). The ledger record is
+ * keyed by the restore's time and written first, so a retried restore finishes the same
+ * change instead of reporting a conflict. A retired summary comes back only while every
+ * source it holds is current (docs/invariants.md, Current summaries); else ConflictError.
+ */
+export async function restoreEntry(
+  store: Store,
+  agentId: string,
+  id: string,
+  opts: { at: number; freshUntil?: number },
+): Promise<RestoreResult | undefined> {
+  const before = (await locateEntry(store, agentId, id))?.entry;
+  if (!before) return undefined;
+  const ledgerId = `restore:${id}:${opts.at}`;
+  const earlier = await findById(store.ledger, agentId, ledgerId);
+  let restored = earlier?.inputs?.restored as RestoreResult['restored'] | undefined;
+  if (!restored) {
+    restored = [];
+    if (before.supersededBy !== undefined || !before.isActive) restored.push('supersession');
+    if (opts.freshUntil !== undefined && before.validity.volatile) restored.push('expiry');
+    if (restored.length === 0) {
+      throw new ConflictError(
+        opts.freshUntil === undefined
+          ? `entry ${id} is not superseded (to renew a volatile fact, give a new freshUntil)`
+          : `entry ${id} is neither superseded nor volatile`,
+        { id },
+      );
+    }
+    if (restored.includes('supersession') && before.kind === 'summary') {
+      const { present } = await storedEntries(store, agentId, before.derivedFrom ?? []);
+      const superseded = present.find((source) => !source.isActive);
+      if (superseded) {
+        throw new ConflictError(
+          `summary ${id} holds ${superseded._id}, which is superseded; restore that entry instead (a night then clusters it again)`,
+          { id, source: superseded._id },
+        );
+      }
+    }
+    await store.ledger.replaceOne(
+      { _id: ledgerId, agentId },
+      {
+        agentId,
+        at: opts.at,
+        event: 'restore',
+        entryId: id,
+        reason: 'operator restore',
+        inputs: { restored, supersededBy: before.supersededBy, freshUntil: opts.freshUntil },
+      },
+      { upsert: true },
+    );
+  }
+  const newer = (earlier?.inputs?.supersededBy as string | undefined) ?? before.supersededBy;
+  const { freshUntil } = opts;
+  const copies = await annotate(store, agentId, id, (e) => {
+    const patches: EntryPatch[] = [];
+    if (restored.includes('expiry') && freshUntil !== undefined && e.validity.freshUntil !== freshUntil)
+      patches.push(renewPatch(freshUntil), awaitPatch(e, 'expire'));
+    // Seen with the renewal applied, so both kinds of work stay pending.
+    if (restored.includes('supersession') && (e.supersededBy !== undefined || !e.isActive))
+      patches.push(restoreSupersessionPatch(applyPatch(e, combinePatches(...patches)), opts.at));
+    return patches.length ? combinePatches(...patches) : undefined;
+  });
+  if (newer !== undefined) {
+    await annotate(store, agentId, newer, (e) =>
+      e.supersedes === id ? { set: {}, unset: ['supersedes'] } : undefined,
+    );
+  }
+  return { id, tier: copies[0]?.tier ?? 'hot', restored };
+}

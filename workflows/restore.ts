@@ -1,0 +1,22 @@
+import { proxyActivities } from '@temporalio/workflow';
+import type { RestoreActivities } from '../activities';
+import { restoreInputSchema, type RestoreInput } from '../core/messages';
+import { RETRY, validated } from './support';
+
+export type { RestoreInput };
+
+const { restoreEntry } = proxyActivities<RestoreActivities>({
+  startToCloseTimeout: '1 minute',
+  heartbeatTimeout: '20 seconds',
+  retry: RETRY,
+});
+
+export function restoreWorkflowId(agentId: string, entryId: string): string {
+  return `memgate-restore-${agentId}-${entryId}`;
+}
+
+/** `memgate restore`: reverse a supersession (or renew an expired fact), with a ledger record. */
+export async function restore(raw: RestoreInput) {
+  const input = validated(restoreInputSchema, raw, 'restore');
+  return restoreEntry({ ...input, at: Date.now() });
+}
