@@ -3,7 +3,7 @@
  * store that has grown to 110 % of its hot capacity, in the steady state the nights before
  * left it in: wall time per phase, read from the workflow's history.
  *
- * The store is the seed workload (bench/seed30) scaled to the size asked for: 30 days of facts,
+ * The store is the seed workload (sim/) scaled to the size asked for: 30 days of facts,
  * updates, drafts, call notes, near-duplicate tool reports and volatile quotas. The first 29
  * nights run in the simulation, which runs the same phases (core/nightly/phases.ts) over an in-memory
  * store with room for everything; its state (entries, document frequencies, the last day's
@@ -23,9 +23,9 @@ import { recordRun } from '../store/nightly';
 import { indexedEntry } from '../store/entries';
 import { insertDocumentFrequencies } from '../store/terms';
 import { consolidateAgent, consolidateAgentWorkflowId, consolidationRunId } from '../workflows/nightly';
-import { SimStore, simPolicy } from './seed30/model';
-import { seedScenario } from './seed30/scenario';
-import { Workload } from './seed30/workload';
+import { SimStore, simPolicy } from '../sim/model';
+import { seedScenario } from '../sim/scenario';
+import { Workload } from '../sim/workload';
 import { emit, growthExponent, round, startBenchEnv, type BenchEnv } from './support';
 
 const SIZES = (process.env.BENCH_CONSOLIDATION_SIZES ?? '25000,250000').split(',').map(Number);

@@ -2,7 +2,7 @@
  * The seed's observed 30-day run (store capped at 250,000 entries, half-life 72 h, gate 0.15,
  * about 1.2 M recalls) as a SIMULATION: the `core/` decisions driven over an in-memory model
  * of one agent's store, for two policies side by side on the same workload — the seed's
- * salience-ranked deletion and memgate's nightly pass (bench/seed30/). Then the same workload,
+ * salience-ranked deletion and memgate's nightly pass (sim/). Then the same workload,
  * scaled down, through the real stack (client writes and recalls, the consolidateAgent
  * workflow each night), whose per-night decisions must equal the simulation's at that scale.
  *
@@ -10,10 +10,10 @@
  * BENCH_SEED30_STACK_DAYS (default 7; 0 skips the real-stack run, which stores 360 entries).
  */
 import { parseConfig, type Config } from '../core/config';
-import { type DecisionComparison, compareDecisions, runThroughStack } from './seed30/stack';
-import { seedScenario, stackScenario } from './seed30/scenario';
-import { simulate, type PolicyOutcome } from './seed30/simulate';
-import type { WorkloadParams } from './seed30/workload';
+import { type DecisionComparison, compareDecisions, runThroughStack } from '../sim/stack';
+import { seedScenario, stackScenario } from '../sim/scenario';
+import { simulate, type PolicyOutcome } from '../sim/simulate';
+import type { WorkloadParams } from '../sim/workload';
 import { emit, round, startBenchEnv } from './support';
 
 const SCALE = Number(process.env.BENCH_SEED30_SCALE ?? 1);

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { stackScenario } from '../../bench/seed30/scenario';
-import { simulate, type SimulationRun } from '../../bench/seed30/simulate';
-import { compareDecisions, runThroughStack, type StackRun } from '../../bench/seed30/stack';
+import { stackScenario } from '../../sim/scenario';
+import { simulate, type SimulationRun } from '../../sim/simulate';
+import { compareDecisions, runThroughStack, type StackRun } from '../../sim/stack';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { SimStore, simPolicy } from '../../bench/seed30/model';
+import { SimStore, simPolicy } from '../../sim/model';
 import {
   assessSummary,
   buildSummaryEntry,

@@ -1,4 +1,4 @@
-import type { RecallHit } from '../../core/recall';
+import type { RecallHit } from '../core/recall';
 
 /**
  * The agent's reader and the judge of its answers. The reader asks deep recall for

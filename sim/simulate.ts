@@ -1,9 +1,9 @@
-import type { Config } from '../../core/config';
-import { queryMatches } from '../../core/nightly/plans';
-import { DAY_MS } from '../../core/salience';
-import { terms } from '../../core/text';
+import type { Config } from '../core/config';
+import { queryMatches } from '../core/nightly/plans';
+import { DAY_MS } from '../core/salience';
+import { terms } from '../core/text';
 import { judge, readAnswer, Tally } from './judge';
-import { entryId } from '../../store/entries';
+import { entryId } from '../store/entries';
 import {
   DECISION_KINDS,
   SimStore,

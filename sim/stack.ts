@@ -1,7 +1,7 @@
-import type { MemgateClient } from '../../client/client';
-import type { Config } from '../../core/config';
-import type { WriteEntryInput } from '../../core/entry';
-import { consolidateAgent, consolidateAgentWorkflowId, consolidationRunId } from '../../workflows/nightly';
+import type { MemgateClient } from '../client/client';
+import type { Config } from '../core/config';
+import type { WriteEntryInput } from '../core/entry';
+import { consolidateAgent, consolidateAgentWorkflowId, consolidationRunId } from '../workflows/nightly';
 import { judge, readAnswer, Tally } from './judge';
 import { DECISION_KINDS, type NightDecisions } from './model';
 import { JUDGED_K } from './simulate';

@@ -1,5 +1,5 @@
-import type { WriteEntryInput } from '../../core/entry';
-import { DAY_MS, HOUR_MS } from '../../core/salience';
+import type { WriteEntryInput } from '../core/entry';
+import { DAY_MS, HOUR_MS } from '../core/salience';
 import { Prng } from './prng';
 
 /**

@@ -4,8 +4,8 @@ import {
   reinstatePatch,
   releasePatch,
   retirePatch,
-} from '../../core/nightly/clusters';
-import type { Config } from '../../core/config';
+} from '../core/nightly/clusters';
+import type { Config } from '../core/config';
 import {
   buildEntry,
   memoryPolicy,
@@ -13,7 +13,7 @@ import {
   type Entry,
   type PendingWork,
   type Tier,
-} from '../../core/entry';
+} from '../core/entry';
 import {
   applyPatch,
   combinePatches,
@@ -24,7 +24,7 @@ import {
   supersedePatch,
   supersedesPatch,
   type EntryPatch,
-} from '../../core/nightly/plans';
+} from '../core/nightly/plans';
 import {
   consolidatePhase,
   expirePhase,
@@ -35,15 +35,15 @@ import {
   type NightPolicy,
   type NightRun,
   type NightStore,
-} from '../../core/nightly/phases';
-import { rankCandidates, type Candidate, type RecallHit } from '../../core/recall';
-import { reclaimPolicy } from '../../core/nightly/reclaim';
-import { salienceAt } from '../../core/salience';
-import { terms } from '../../core/text';
-import { extractiveSummary } from '../../llm/summarizer';
-import { entryId } from '../../store/entries';
-import { summaryId } from '../../store/nightly';
-import { consolidationRunId } from '../../workflows/nightly';
+} from '../core/nightly/phases';
+import { rankCandidates, type Candidate, type RecallHit } from '../core/recall';
+import { reclaimPolicy } from '../core/nightly/reclaim';
+import { salienceAt } from '../core/salience';
+import { terms } from '../core/text';
+import { extractiveSummary } from '../llm/summarizer';
+import { entryId } from '../store/entries';
+import { summaryId } from '../store/nightly';
+import { consolidationRunId } from '../workflows/nightly';
 import type { Role, WriteEvent } from './workload';
 
 /**
