@@ -2,6 +2,99 @@ import js from '@eslint/js';
 import regexp from 'eslint-plugin-regexp';
 import tseslint from 'typescript-eslint';
 
+/** Pure files outside core/: the audit's records and arms, which core's message schemas name. */
+const AUDIT_PURE = ['audit/records.ts', 'audit/arms.ts', 'audit/report.ts'];
+
+const rule = (patterns, paths = []) => ({
+  '@typescript-eslint/no-restricted-imports': ['error', { paths, patterns }],
+});
+const mongodb = { name: 'mongodb', message: 'Only store/ imports the MongoDB driver.' };
+const notBench = {
+  regex: '(^|/)bench(/|$)',
+  message: 'Nothing imports bench/: the simulation lives in sim/.',
+};
+
+function layers() {
+  return [
+    {
+      files: ['**/*.ts'],
+      ignores: ['store/**', 'test/**', 'bench/**'],
+      rules: rule([notBench], [mongodb]),
+    },
+    {
+      files: ['store/**/*.ts', 'test/**/*.ts'],
+      rules: rule([notBench]),
+    },
+    {
+      // core is pure policy: its own modules, zod, and Temporal's failure types.
+      files: ['core/*.ts'],
+      rules: rule(
+        [
+          notBench,
+          {
+            regex: '^(?!zod$|@temporalio/common$|\\./|\\.\\./audit/(records|arms)$)',
+            message: 'core/ imports only core, zod and @temporalio/common.',
+            allowTypeImports: false,
+          },
+        ],
+        [mongodb],
+      ),
+    },
+    {
+      files: AUDIT_PURE,
+      rules: rule(
+        [
+          notBench,
+          {
+            regex: '^(?!zod$|@temporalio/common$|\\./|\\.\\./core/)',
+            message: "The audit's pure files import only core, zod and @temporalio/common.",
+          },
+        ],
+        [mongodb],
+      ),
+    },
+    {
+      files: ['core/*/*.ts'],
+      rules: rule(
+        [
+          notBench,
+          {
+            regex: '^(?!zod$|@temporalio/common$|\\./|\\.\\./[^./]|\\.\\./\\.\\./audit/(records|arms)$)',
+            message: 'core/ imports only core, zod and @temporalio/common.',
+          },
+        ],
+        [mongodb],
+      ),
+    },
+    {
+      // Deterministic code: core, the workflow API, zod; activities only as types (proxies).
+      files: ['workflows/*.ts', 'audit/workflow.ts'],
+      rules: rule(
+        [
+          notBench,
+          {
+            regex: '^(?!zod$|@temporalio/(workflow|common)$|\\./|\\.\\./core/)',
+            message: 'workflows/ import only core, @temporalio/workflow and zod (and types).',
+            allowTypeImports: true,
+          },
+        ],
+        [mongodb],
+      ),
+    },
+    {
+      files: ['activities/*.ts', 'audit/activities.ts', 'audit/longMemEval.ts'],
+      rules: rule(
+        [
+          notBench,
+          { regex: '(^|/)workflows(/|$)|^\\./workflow$', message: 'activities never import workflows.' },
+          { regex: '(^|/)client(/|$)', message: 'activities never import the client.' },
+        ],
+        [mongodb],
+      ),
+    },
+  ];
+}
+
 export default tseslint.config(
   { ignores: ['node_modules/', '.memgate/', 'dist/', 'audit-out/', 'bench/results/'] },
   js.configs.recommended,
@@ -9,13 +102,11 @@ export default tseslint.config(
   {
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
-      // store/ is the only importer of the MongoDB driver (design section 10).
-      'no-restricted-imports': [
-        'error',
-        { paths: [{ name: 'mongodb', message: 'Only store/ may import mongodb.' }] },
-      ],
     },
   },
+  // The layer graph (README, Layout). Each folder imports only what its layer may; a value
+  // import across a forbidden edge fails lint, a type-only import of a message shape does not.
+  ...layers(),
   {
     // Patterns run on user text in the write path and the nightly run: none may take time
     // super-linear in its input, whether by backtracking or by restarting at every position.
@@ -25,10 +116,6 @@ export default tseslint.config(
       'regexp/no-super-linear-backtracking': 'error',
       'regexp/no-super-linear-move': ['error', { ignoreSticky: false, ignorePartial: false }],
     },
-  },
-  {
-    files: ['store/**/*.ts', 'test/**/*.ts'],
-    rules: { 'no-restricted-imports': 'off' },
   },
   {
     files: ['**/*.cjs'],
