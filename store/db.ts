@@ -43,7 +43,12 @@ export interface Tombstone {
   reason: string;
   deletedAt: number;
   /** `erased`: the stand-in was itself removed by an erasure (I10); it stands in for nothing now. */
-  standIn?: { summaryId: string; lossy: boolean; erased?: boolean };
+  /**
+   * `retired`: the stand-in was retired because another of its sources was superseded; it
+   * stays stored (deep recall finds it) and still holds this entry's facts, but no longer
+   * speaks in default recall (docs/invariants.md, Current summaries).
+   */
+  standIn?: { summaryId: string; lossy: boolean; erased?: boolean; retired?: boolean };
   /** An evicted entry's fact atoms: what a lossless stand-in must hold (`memgate verify`). */
   atoms?: string[];
   runId?: string;

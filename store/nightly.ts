@@ -570,6 +570,14 @@ export async function retireSummary(
     await recordEvent(store, ctx, 'retire', summary._id, 'built from a superseded fact', { ...cause });
     await annotate(store, ctx.agentId, summary._id, retirePatch);
   }
+  // A source reclaim deleted with this summary standing in keeps it as its stand-in: the
+  // facts are still there, for deep recall; its tombstone says the stand-in was retired.
+  for (const id of summary.derivedFrom ?? []) {
+    await store.tombstones.updateOne(
+      { _id: id, agentId: ctx.agentId, 'standIn.summaryId': summary._id },
+      { $set: { 'standIn.retired': true } },
+    );
+  }
   await releaseSources(store, ctx.agentId, summary);
 }
 

@@ -12,8 +12,8 @@ import { inBatches, TIERS, tierCollection } from './nightly';
  * - `erased-content`: an erased entry's content or id lives on in a summary built from it, in
  *   the query log, or in its tombstone's terms.
  * - `stand-in-missing` / `stand-in-inactive` / `stand-in-not-lossless`: an eviction tombstone
- *   names a summary that is gone or no longer active, or that lacks an atom of the deleted
- *   entry although it claimed to hold them all.
+ *   names a summary that is gone, or no longer active without the tombstone saying it was
+ *   retired, or that lacks an atom of the deleted entry although it claimed to hold them all.
  * - `summary-not-current`: an active summary is built from an entry that is superseded
  *   (docs/invariants.md, Current summaries).
  */
@@ -172,14 +172,17 @@ async function verifyErased(store: Store, agentId: string, stone: Tombstone, rep
 }
 
 async function verifyStandIn(store: Store, agentId: string, stone: Tombstone, report: VerifyReport) {
-  const { summaryId, lossy } = stone.standIn!;
+  const { summaryId, lossy, retired } = stone.standIn!;
   const finding = (check: VerifyCheck, detail: string) =>
     report.findings.push({ check, agentId, id: stone._id, detail });
   let summary: Entry | null = null;
   for (const tier of TIERS)
     summary ??= await tierCollection(store, tier).findOne({ _id: summaryId, agentId });
   if (!summary) return void finding('stand-in-missing', `its stand-in ${summaryId} is stored nowhere`);
-  if (!summary.isActive) finding('stand-in-inactive', `its stand-in ${summaryId} is superseded`);
+  // A retired stand-in is inactive by design, and its tombstone says so.
+  if (!summary.isActive && !retired) {
+    finding('stand-in-inactive', `its stand-in ${summaryId} is inactive and not marked retired`);
+  }
   if (!lossy && stone.atoms) {
     const held = new Set(summary.atoms);
     const lost = stone.atoms.filter((a) => !held.has(a));

@@ -1,0 +1,87 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
+import { openStore, type Store } from '../../store/db';
+import { insertNewEntries } from '../../store/entries';
+import { retireSummary } from '../../store/nightly';
+import { verifyStore } from '../../store/verify';
+
+/**
+ * A summary can stand in for an entry reclaim deleted, and later be retired because another
+ * of its sources was superseded (docs/invariants.md, Current summaries). The deleted entry's
+ * facts then live only in the retired summary, which stays stored for deep recall: its
+ * tombstone must say so, and `memgate verify` must accept what it says, not report a stand-in
+ * that silently stopped standing.
+ */
+const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
+const T0 = Date.UTC(2025, 0, 1);
+let store: Store;
+
+beforeAll(async () => {
+  store = await openStore(inject('mongoUri'), `test_retired_${randomUUID().slice(0, 8)}`);
+});
+afterAll(async () => {
+  await store?.db.dropDatabase();
+  await store?.close();
+});
+
+function fact(agentId: string, id: string, text: string, extra: Partial<Entry> = {}): Entry {
+  const base = buildEntry(
+    id,
+    agentId,
+    {
+      text,
+      kind: 'fact',
+      salience: 0.5,
+      source: { origin: 'user' },
+      confidence: 0.5,
+      verified: false,
+      volatile: false,
+      writtenAt: T0,
+    },
+    policy,
+  );
+  return { ...base, ...extra };
+}
+
+describe('a retired summary standing in for an evicted entry', () => {
+  it('marks the tombstone retired, keeps the facts reachable, and verify passes', async () => {
+    const a = `retired-${randomUUID().slice(0, 8)}`;
+    const older = fact(a, `${a}-older`, 'Backups are kept for 14 days.', {
+      subject: 'backups',
+      attribute: 'retention',
+    });
+    const sibling = fact(a, `${a}-sibling`, 'Backups run at 02:00 in Frankfurt.');
+    const summary = fact(a, `${a}-sum`, 'Backups are kept for 14 days. Backups run at 02:00 in Frankfurt.', {
+      kind: 'summary',
+      derivedFrom: [older._id, sibling._id],
+    });
+    await insertNewEntries(store, [older, sibling, summary]);
+    // Reclaim deleted the sibling, the summary standing in for it losslessly.
+    await store.hot.deleteOne({ _id: sibling._id, agentId: a });
+    await store.tombstones.insertOne({
+      _id: sibling._id,
+      agentId: a,
+      terms: sibling.terms,
+      termKeys: [],
+      reason: 'evicted',
+      deletedAt: T0,
+      standIn: { summaryId: summary._id, lossy: false },
+      atoms: sibling.atoms,
+    });
+    expect(summary.atoms).toEqual(expect.arrayContaining(sibling.atoms));
+
+    const ctx = { agentId: a, asOf: T0 + 86_400_000, runId: `${a}@night` };
+    await retireSummary(store, ctx, summary, { sourceId: older._id, supersededBy: `${a}-newer` });
+
+    expect((await store.hot.findOne({ _id: summary._id }))!.isActive).toBe(false);
+    expect((await store.tombstones.findOne({ _id: sibling._id }))!.standIn).toEqual({
+      summaryId: summary._id,
+      lossy: false,
+      retired: true,
+    });
+    const report = await verifyStore(store, { agentId: a, batch: 10 });
+    expect(report.findings).toEqual([]);
+  });
+});
