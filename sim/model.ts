@@ -106,6 +106,8 @@ export interface Eviction {
 interface SimTombstone {
   id: string;
   terms: string[];
+  /** An evicted fact's keys, as the store's tombstone keeps them. */
+  fact?: { subject: string; attribute: string; writtenAt: number };
 }
 
 export class SimStore {
@@ -295,6 +297,12 @@ export class SimStore {
           .map((id) => this.tier(tier).get(id))
           .filter((e): e is Entry => e !== undefined)
           .slice(0, limit),
+      evictedFactsAbout: async (subject) =>
+        [...this.tombstones.values()].flatMap((t) =>
+          t.fact?.subject === subject
+            ? [{ id: t.id, attribute: t.fact.attribute, writtenAt: t.fact.writtenAt }]
+            : [],
+        ),
       factsAbout: async (subject) =>
         [...(this.byFactSubject.get(subject) ?? [])]
           .map(located)
@@ -447,7 +455,13 @@ export class SimStore {
     const subjectTerms = entry.terms.filter((t) => this.subjectTerms.has(t));
     for (const t of subjectTerms) this.bySubject.get(t)?.delete(entry._id);
     if (tombstone) {
-      this.tombstones.set(entry._id, { id: entry._id, terms: entry.terms });
+      this.tombstones.set(entry._id, {
+        id: entry._id,
+        terms: entry.terms,
+        ...(entry.subject !== undefined && entry.attribute !== undefined
+          ? { fact: { subject: entry.subject, attribute: entry.attribute, writtenAt: entry.writtenAt } }
+          : {}),
+      });
       for (const t of subjectTerms) index(this.stonesBySubject, t, entry._id);
     }
     this.evictions.push({

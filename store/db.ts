@@ -49,6 +49,13 @@ export interface Tombstone {
    * speaks in default recall (docs/invariants.md, Current summaries).
    */
   standIn?: { summaryId: string; lossy: boolean; erased?: boolean; retired?: boolean };
+  /**
+   * An evicted fact's subject, attribute and time (keys, not content): a newer fact about
+   * them later still retires the summary standing in for it.
+   */
+  subject?: string;
+  attribute?: string;
+  writtenAt?: number;
   /** An evicted entry's fact atoms: what a lossless stand-in must hold (`memgate verify`). */
   atoms?: string[];
   runId?: string;
@@ -241,7 +248,7 @@ const TIER_INDEXES: readonly Record<string, 1>[] = [
 export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string, 1>[]>> = {
   hot: TIER_INDEXES,
   cold: TIER_INDEXES,
-  tombstones: [{ termKeys: 1 }, { agentId: 1 }],
+  tombstones: [{ termKeys: 1 }, { agentId: 1 }, { agentId: 1, subject: 1 }],
   // `at`: the nightly pruning deletes by age (store/retention.ts).
   ledger: [{ agentId: 1, runId: 1, event: 1 }, { at: 1 }],
   queries: [

@@ -95,6 +95,14 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       }
       return [...found.values()];
     },
+    async evictedFactsAbout(subject) {
+      const stones = await store.tombstones.find({ agentId, subject }).toArray();
+      return stones.flatMap((t) =>
+        t.attribute !== undefined && t.writtenAt !== undefined
+          ? [{ id: t._id, attribute: t.attribute, writtenAt: t.writtenAt }]
+          : [],
+      );
+    },
     documentFrequencies: (terms) => documentFrequencies(store, agentId, terms),
     async countTerms(found) {
       const entries = found.map((f) => f.entry);

@@ -426,6 +426,9 @@ export async function evictEntry(
       reason: step.why,
       deletedAt: ctx.asOf,
       ...(step.standIn ? { standIn: step.standIn } : {}),
+      ...(entry.subject !== undefined && entry.attribute !== undefined
+        ? { subject: entry.subject, attribute: entry.attribute, writtenAt: entry.writtenAt }
+        : {}),
       atoms: entry.atoms,
       runId: ctx.runId,
     },

@@ -12,6 +12,8 @@ import {
   planRefresh,
   planSupersession,
   QueryIndex,
+  supersededWhileEvicted,
+  type EvictedFact,
   type RefreshPolicy,
   type RefreshStep,
   type SupersessionStep,
@@ -95,6 +97,8 @@ export interface NightStore {
   summaryId(sourceIds: readonly string[]): string;
   /** Summaries this run already wrote (a retried consolidate phase completes them). */
   summariesOfRun(): Promise<Entry[]>;
+  /** Facts about the subject that reclaim deleted (from their tombstones). */
+  evictedFactsAbout(subject: string): Promise<EvictedFact[]>;
   /** Summaries built from the entry, in either tier, retired ones too. */
   summariesOf(sourceId: string): Promise<Entry[]>;
   expire(found: Located): Promise<void>;
@@ -422,9 +426,19 @@ export async function supersedePhase(
     progress({ done: ++done });
   }
   const pendingIds = new Set(pending.map((p) => p.entry._id));
-  for (const superseded of supersededTonight([...facts.values()], steps, pendingIds)) {
-    for (const summary of await night.summariesOf(superseded.sourceId))
-      await night.retireSummary(summary, superseded);
+  const superseded = supersededTonight([...facts.values()], steps, pendingIds);
+  // A fact reclaim deleted is superseded all the same once a newer one arrives: its
+  // stand-in must stop asserting it.
+  const current = [...facts.values()].map((f) =>
+    steps.some((s) => s.olderId === f._id) ? { ...f, isActive: false } : f,
+  );
+  for (const subject of subjects) {
+    const about = current.filter((f) => f.subject === subject);
+    superseded.push(...supersededWhileEvicted(await night.evictedFactsAbout(subject), about));
+  }
+  for (const source of superseded) {
+    for (const summary of await night.summariesOf(source.sourceId))
+      await night.retireSummary(summary, source);
   }
   await night.settle(
     pending.map((p) => p.entry._id),

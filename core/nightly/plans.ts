@@ -225,6 +225,33 @@ export function planSupersession(entries: readonly SupersessionEntry[]): Superse
   return steps.sort((a, b) => (a.olderId < b.olderId ? -1 : a.olderId > b.olderId ? 1 : 0));
 }
 
+/** A fact reclaim deleted, as its tombstone keeps it: enough to tell that a newer one replaced it. */
+export interface EvictedFact {
+  id: string;
+  attribute: string;
+  writtenAt: number;
+}
+
+/**
+ * Facts deleted before a newer fact about the same subject and attribute arrived: nothing
+ * stored is left to mark superseded, but a summary standing in for one still asserts its
+ * value, so it must be retired like the summary of a stored superseded fact (docs/invariants.md,
+ * Current summaries). Each is paired with the earliest current fact written after it.
+ */
+export function supersededWhileEvicted(
+  evicted: readonly EvictedFact[],
+  facts: readonly SupersessionEntry[],
+): { sourceId: string; supersededBy: string }[] {
+  const out: { sourceId: string; supersededBy: string }[] = [];
+  for (const e of evicted) {
+    const newer = facts
+      .filter((f) => f.isActive && f.attribute === e.attribute && f.writtenAt > e.writtenAt)
+      .sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1))[0];
+    if (newer) out.push({ sourceId: e.id, supersededBy: newer._id });
+  }
+  return out.sort((a, b) => (a.sourceId < b.sourceId ? -1 : a.sourceId > b.sourceId ? 1 : 0));
+}
+
 export function supersedePatch(newerId: string): EntryPatch {
   return { set: { isActive: false, supersededBy: newerId }, unset: [] };
 }

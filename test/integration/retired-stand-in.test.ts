@@ -4,7 +4,10 @@ import { inject } from 'vitest';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
 import { openStore, type Store } from '../../store/db';
 import { insertNewEntries } from '../../store/entries';
-import { retireSummary } from '../../store/nightly';
+import { supersedePhase } from '../../core/nightly/phases';
+import type { ReclaimStep } from '../../core/nightly/reclaim';
+import { evictEntry, retireSummary } from '../../store/nightly';
+import { mongoNight } from '../../store/nightStore';
 import { verifyStore } from '../../store/verify';
 
 /**
@@ -81,6 +84,49 @@ describe('a retired summary standing in for an evicted entry', () => {
       lossy: false,
       retired: true,
     });
+    const report = await verifyStore(store, { agentId: a, batch: 10 });
+    expect(report.findings).toEqual([]);
+  });
+
+  it('is retired when a newer fact supersedes a source reclaim had already deleted', async () => {
+    const a = `evicted-${randomUUID().slice(0, 8)}`;
+    const keys = { subject: 'backups', attribute: 'retention' };
+    const link = { subsumedBy: [{ summaryId: `${a}-sum`, lossless: true }], pending: [] };
+    const older = fact(a, `${a}-older`, 'Backups are kept for 14 days.', { ...keys, ...link });
+    const sibling = fact(a, `${a}-sibling`, 'Backups run at 02:00 in Frankfurt.', link);
+    const summary = fact(a, `${a}-sum`, 'Backups are kept for 14 days. Backups run at 02:00 in Frankfurt.', {
+      kind: 'summary',
+      derivedFrom: [older._id, sibling._id],
+      pending: [],
+    });
+    await insertNewEntries(store, [older, sibling, summary]);
+    const night1 = { agentId: a, asOf: T0 + 86_400_000, runId: `${a}@night1` };
+    const step = {
+      id: older._id,
+      action: 'evict',
+      why: 'dead: gated, refresh window elapsed, subsumed losslessly',
+      rank: 0,
+      inputs: {},
+      standIn: { summaryId: summary._id, lossy: false },
+    } as unknown as ReclaimStep;
+    expect(await evictEntry(store, night1, older, step)).toBe(true);
+
+    // Days later the retention changes; the 14-day fact is gone, but its stand-in still says it.
+    const newer = fact(a, `${a}-newer`, 'Backups are kept for 30 days.', {
+      ...keys,
+      writtenAt: T0 + 3 * 86_400_000,
+      // A fact written with a subject awaits the supersede phase (core/entry.ts initialPending).
+      pending: ['supersede'],
+    });
+    await insertNewEntries(store, [newer]);
+    const night2 = { agentId: a, asOf: T0 + 4 * 86_400_000, runId: `${a}@night2` };
+    await supersedePhase(mongoNight(store, night2, 10));
+
+    expect((await store.hot.findOne({ _id: summary._id }))!.isActive).toBe(false);
+    expect((await store.tombstones.findOne({ _id: older._id }))!.standIn).toMatchObject({ retired: true });
+    expect((await store.hot.findOne({ _id: newer._id }))!.isActive).toBe(true);
+    // The sibling, released from the retired summary, awaits clustering again.
+    expect((await store.hot.findOne({ _id: sibling._id }))!.pending).toContain('cluster');
     const report = await verifyStore(store, { agentId: a, batch: 10 });
     expect(report.findings).toEqual([]);
   });
