@@ -31,7 +31,7 @@ import type { Policy } from '../core/policy';
 
 /**
  * Every phase of one agent's run gets the same input: the run's identity, its clock and the
- * policy the run read when it started (One policy).
+ * policy the run read when it started (docs/invariants.md, One policy).
  */
 export type PhaseInput = RunContext & { policy: Policy };
 

@@ -6,7 +6,7 @@ import type { Store } from '../store/db';
 import { entryId, insertNewEntries } from '../store/entries';
 import type { PersistedEntry } from '../core/messages';
 
-/** Soft writes: validated upstream, stored as-is, no model call (design 1.3). */
+/** Soft writes: validated upstream, stored as-is, no model call (README, The write path). */
 export function createWriteActivities(store: Store) {
   return {
     /** The agent joins the nightly fan-out; idempotent. */
@@ -16,7 +16,10 @@ export function createWriteActivities(store: Store) {
     },
 
     /** Persist one batch; each request's entries come back in order with their ids. */
-    /** Under the policy the agent's workflow read (One policy), not this worker's settings. */
+    /**
+     * Under the policy the agent's workflow read (docs/invariants.md, One policy), not this
+     * worker's settings.
+     */
     async persistWrites(requests: WriteRequest[], stored: Policy): Promise<PersistedEntry[][]> {
       const policy = memoryPolicy(parseInput(policySchema, stored, 'policy'));
       const built = requests.map((req) =>

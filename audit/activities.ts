@@ -53,7 +53,7 @@ import {
   type LongMemEvalQuestion,
 } from './longMemEval';
 
-/** The restore-counterfactual audit's activities (design section 7). */
+/** The restore-counterfactual audit's activities. */
 
 const HAYSTACKS_KEPT = 4;
 

@@ -11,9 +11,9 @@ import {
 import { termSequence, terms } from '../core/text';
 
 /**
- * The eviction arms and read-time conditions of the audit (design section 7), pure. A memory
- * unit is one conversation turn; every arm keeps a subset of the units within a token budget,
- * and a read condition picks the units the reader sees.
+ * The eviction arms and read-time conditions of the restore-counterfactual audit, pure. A
+ * memory unit is one conversation turn; every arm keeps a subset of the units within a token
+ * budget, and a read condition picks the units the reader sees.
  */
 export interface MemoryUnit {
   id: string;

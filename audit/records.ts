@@ -1,5 +1,5 @@
 /**
- * Classification of the restore-counterfactual audit (design section 7). Pure: the audit
+ * Classification of the restore-counterfactual audit. Pure: the audit
  * activities feed it reader verdicts, it sorts each question into a bin, and it summarises
  * bins with an irreversible share and a seeded bootstrap interval.
  */

@@ -13,7 +13,7 @@ import { AUDIT_ARMS } from './records';
 import { auditInputSchema, parseInput, type AuditInput } from '../core/messages';
 import { asApplicationFailure } from '../core/failures';
 
-/** The restore-counterfactual audit (design section 7): one workflow per run id, resumable. */
+/** The restore-counterfactual audit: one workflow per run id, resumable. */
 export type { AuditInput };
 
 export interface AuditProgress {

@@ -78,7 +78,7 @@ export class MemgateClient {
     readonly temporal: Client,
     readonly store: Store,
     private readonly config: Config,
-    /** The stored policy as this client found it when it connected (One policy). */
+    /** The stored policy as this client found it when it connected (docs/invariants.md, One policy). */
     readonly policy: Policy,
   ) {
     this.limits = writeLimitsOf(policy);

@@ -1,7 +1,7 @@
 import { terms } from './text';
 
 /**
- * Fact atoms (design 4.3): the parts of a text a summary must keep to be lossless —
+ * Fact atoms: the parts of a text a summary must keep to be lossless —
  * numbers with units, dates, times, durations, money, percentages, quoted strings and
  * proper names, each normalised so that "30 days", "thirty days" and "30-day" are one atom.
  */
@@ -283,7 +283,7 @@ export interface LosslessnessReport {
 
 /**
  * A summary is lossless for a source when it keeps every atom of the source, or, for a
- * source with no atoms, every content term (design 4.3).
+ * source with no atoms, every content term.
  */
 export function checkLossless(sourceText: string, summaryText: string): LosslessnessReport {
   const sourceAtoms = atoms(sourceText);

@@ -375,7 +375,10 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   return config;
 }
 
-/** I4: a floor at or above the gate cannot tell dormant from dead. */
+/**
+ * A floor at or above the gate cannot tell dormant from dead
+ * (docs/invariants.md, Eviction boundary).
+ */
 export function assertEvictionBoundary(reclaimFloor: number, gateThreshold: number): void {
   if (reclaimFloor >= gateThreshold) {
     throw new EvictionBoundaryError(

@@ -5,7 +5,7 @@ import { InvalidInputError, type Issue } from './errors';
 import { dormantAt, HOUR_MS, type Salience } from './salience';
 import { countTokens, terms } from './text';
 
-/** The entry document (design section 3), identical in `entries_hot` and `entries_cold`. */
+/** The entry document, identical in `entries_hot` and `entries_cold`. */
 export type EntryKind = 'episode' | 'fact' | 'constraint' | 'summary';
 export type Origin = 'user' | 'agent' | 'tool' | 'consolidation';
 export type Tier = 'hot' | 'cold';
@@ -281,7 +281,7 @@ export function buildEntry(
   return entry;
 }
 
-/** expired = volatile && now > freshUntil (design 4.4). */
+/** expired = volatile && now > freshUntil. */
 export function isExpired(entry: Pick<Entry, 'validity'>, now: number): boolean {
   return (
     entry.validity.volatile && entry.validity.freshUntil !== undefined && now > entry.validity.freshUntil

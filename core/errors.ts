@@ -63,7 +63,8 @@ export class InvalidConfigError extends MemgateError {
 
 /**
  * The eviction policy cannot tell dormant from dead (reclaimFloor >= gateThreshold), or
- * evicting this entry would let consumers silently substitute stale facts (design 4.1).
+ * evicting this entry would let consumers silently substitute stale facts
+ * (README, Nightly reflective consolidation).
  */
 export class EvictionBoundaryError extends MemgateError {
   readonly type = 'EvictionBoundaryError' as const;

@@ -2,8 +2,9 @@ import { assertEvictionBoundary } from './config';
 import { EvictionBoundaryError } from './errors';
 
 /**
- * The two-key check (design 4.1). Every input is a storage or reachability fact about one
- * entry; `gated` is the only trace of salience, and it is a yes/no the gate already decided.
+ * The two-key check (README, Nightly reflective consolidation). Every input is a storage or
+ * reachability fact about one entry; `gated` is the only trace of salience, and it is a yes/no
+ * the gate already decided.
  */
 export interface EvictionInput {
   reclaimFloor: number;
@@ -25,7 +26,10 @@ export interface EvictionInput {
 export type EvictionDecision =
   { action: 'evict'; why: string } | { action: 'spill'; why: string } | { action: 'keep'; why: string };
 
-/** Throws EvictionBoundaryError where the policy cannot decide safely; see design 4.1. */
+/**
+ * Throws EvictionBoundaryError where the policy cannot decide safely
+ * (README, Nightly reflective consolidation).
+ */
 export function decideEviction(input: EvictionInput): EvictionDecision {
   assertEvictionBoundary(input.reclaimFloor, input.gateThreshold);
   if (!input.gated) {

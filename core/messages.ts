@@ -75,7 +75,7 @@ export const nightlyAgentsInputSchema = z.strictObject({
 /** Pruning the records past their retention, under the night's policy. */
 export const pruneInputSchema = z.strictObject({ asOf: epochMs, policy: policySchema });
 
-// The audit (design 7): the workflow's input and each of its activities' tasks.
+// The restore-counterfactual audit: the workflow's input and each of its activities' tasks.
 
 /** An audit run id, also part of its agents' ids. */
 const auditRunId = z.string().regex(/^[A-Za-z0-9-]{1,40}$/, '1-40 of A-Z a-z 0-9 -');

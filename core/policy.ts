@@ -43,7 +43,7 @@ export const POLICY_FIELDS = Object.keys(policySchema.shape) as PolicyField[];
 /** The rules between fields; the configuration and a stored or travelling policy share them. */
 export function policyConflicts(p: Policy): { field: PolicyField; rule: string }[] {
   const out: { field: PolicyField; rule: string }[] = [];
-  // I4: a floor at or above the gate cannot tell dormant from dead.
+  // A floor at or above the gate cannot tell dormant from dead (docs/invariants.md, Eviction boundary).
   if (p.reclaimFloor >= p.gateThreshold) out.push({ field: 'reclaimFloor', rule: 'below gateThreshold' });
   if (p.lowWatermark > p.highWatermark) out.push({ field: 'lowWatermark', rule: 'at most highWatermark' });
   // A refreshed entry that restarts below the gate would be dormant again at once.

@@ -49,7 +49,7 @@ export interface Candidate {
 }
 
 /**
- * Default recall's tier filter (the gate, design 1.1): an active, unexpired hot entry
+ * Default recall's tier filter (the gate; README, Recall): an active, unexpired hot entry
  * above the gate. Dormant entries are not dead; only deep recall returns them.
  */
 export function inDefaultRecall(

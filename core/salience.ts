@@ -2,7 +2,7 @@
  * Salience decays continuously: value(now) = base * 2^-((now - at) / halfLife).
  * Because decay is known, the gate `salience(now) >= gate` is the timestamp comparison
  * `now < dormantAt`, so no job ever rewrites salience and the gate is one indexed range
- * comparison (design section 3). All times are epoch milliseconds.
+ * comparison. All times are epoch milliseconds.
  */
 export interface Salience {
   /** Salience at time `at`, in (0, 1]. */

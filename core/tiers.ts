@@ -2,12 +2,13 @@ import type { Tier } from './entry';
 import { ConflictError } from './errors';
 
 /**
- * Moving an entry between the hot and cold tiers without a transaction (I8): copy to the
- * target by upsert first, then delete the source only if it is still the version copied.
- * At every instant the entry is in the source, the target, or both — never in neither —
- * and a rerun after a crash at any step converges on the same result. The steps are
- * written once, here, over any store that offers these three operations (MongoDB in
- * `store/`, an in-memory model in simulations and property tests).
+ * Moving an entry between the hot and cold tiers without a transaction
+ * (docs/invariants.md, Moves lose nothing): copy to the target by upsert first, then delete
+ * the source only if it is still the version copied. At every instant the entry is in the
+ * source, the target, or both — never in neither — and a rerun after a crash at any step
+ * converges on the same result. The steps are written once, here, over any store that
+ * offers these three operations (MongoDB in `store/`, an in-memory model in simulations and
+ * property tests).
  */
 export interface TierOps<D extends { _id: string; version: number }> {
   get(tier: Tier, id: string): Promise<D | undefined>;

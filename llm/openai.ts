@@ -186,7 +186,7 @@ const SUMMARIZER_SYSTEM =
 
 const summarySchema = z.strictObject({ summary: z.string().min(1) });
 
-/** Its summaries still pass the atom check of design 4.3 before they are trusted as lossless. */
+/** Its summaries still pass the atom check (core/atoms.ts) before they are trusted as lossless. */
 export function openAISummarizer(m: OpenAIModel): Summarizer {
   return {
     name: `openai:${m.model}`,

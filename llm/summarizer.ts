@@ -1,6 +1,6 @@
 /**
  * The consolidate phase's summariser. Whatever writes the text, the phase checks it against
- * every source with the atom check of design 4.3 and flags it `lossy_summary` unless it
+ * every source with the atom check (core/atoms.ts) and flags it `lossy_summary` unless it
  * keeps every fact, so an implementation is trusted for wording, never for losslessness.
  */
 

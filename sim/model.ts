@@ -186,7 +186,7 @@ export class SimStore {
     }
   }
 
-  /** Logs a query and what it returned; only the log changes (I7). */
+  /** Logs a query and what it returned; only the log changes (docs/invariants.md, Read-only recall). */
   logQuery(text: string, at: number, hitIds: string[] = []): void {
     this.loggedQueries.push({ at, terms: terms(text), hitIds });
   }

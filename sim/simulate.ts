@@ -82,7 +82,7 @@ class QueryLog {
 /**
  * Drive one policy through the workload: writes and recalls in time order, a nightly pass
  * after each day. Judged queries go through deep recall and the reader; the others are
- * only logged, which is all a recall changes (I7).
+ * only logged, which is all a recall changes (docs/invariants.md, Read-only recall).
  */
 export async function simulate(
   params: WorkloadParams,

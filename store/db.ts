@@ -25,7 +25,7 @@ export interface LedgerRecord {
   runId?: string;
 }
 
-/** What stands in for a deleted entry. Holds terms, never content (I10). */
+/** What stands in for a deleted entry. Holds terms, never content (docs/invariants.md, Erasure wins). */
 /** The reason on an erasure's tombstone (`memgate forget`); a summary removed with it says why after a colon. */
 export const ERASED = 'erased';
 
@@ -42,7 +42,10 @@ export interface Tombstone {
   termKeys: string[];
   reason: string;
   deletedAt: number;
-  /** `erased`: the stand-in was itself removed by an erasure (I10); it stands in for nothing now. */
+  /**
+   * `erased`: the stand-in was itself removed by an erasure; it stands in for nothing now
+   * (docs/invariants.md, Erasure wins).
+   */
   /**
    * `retired`: the stand-in was retired because another of its sources was superseded; it
    * stays stored (deep recall finds it) and still holds this entry's facts, but no longer
@@ -79,7 +82,7 @@ export interface QueryLogRecord {
  * How many stored entries (either tier) of an agent hold a term: recall and clustering skip
  * a term too common to narrow the candidates, as search engines skip stop words, without
  * reading its postings. One document per agent and term, deleted when no entry holds the
- * term any more (I10: a term of an erased entry does not outlive it).
+ * term any more, so a term of an erased entry does not outlive it (docs/invariants.md, Erasure wins).
  */
 export interface TermStat {
   _id: string;
@@ -229,10 +232,10 @@ type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords' | 'p
 
 /**
  * The one list of secondary indexes. Every query the store runs on a hot path is equality
- * on top-level fields that lead one of these (design section 3; `docs/invariants.md`
- * Index-driven). MongoDB serves them as declared; on the local stack FerretDB pushes such
- * equality down to PostgreSQL as `_jsonb->'field' @> value`, and the stack gives every
- * declared field a GIN index that serves it (stack/postgres.ts).
+ * on top-level fields that lead one of these (docs/invariants.md, Index-driven). MongoDB
+ * serves them as declared; on the local stack FerretDB pushes such equality down to
+ * PostgreSQL as `_jsonb->'field' @> value`, and the stack gives every declared field a GIN
+ * index that serves it (stack/postgres.ts).
  */
 const TIER_INDEXES: readonly Record<string, 1>[] = [
   { termKeys: 1 },

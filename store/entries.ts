@@ -141,7 +141,7 @@ export interface CandidateFilter {
  * Entries of a tier holding `term`, at most `limit`: one equality on the agent's term key
  * (`liveKeys`: only among hot entries the last night found above the gate).
  * (With `{agentId, terms}` instead, a planner may serve the agent's key and filter its whole
- * store.) The agent is checked again in code, as for point reads (I9).
+ * store.) The agent is checked again in code, as for point reads (docs/invariants.md, Agent-scoped).
  */
 export async function entriesWithTerm(
   collection: Collection<Entry>,
@@ -181,7 +181,8 @@ export async function findCandidates(store: Store, f: CandidateFilter): Promise<
       })),
     ),
   );
-  // Mid-move an entry can sit in both tiers (I8); hot comes first and is the one reported.
+  // Mid-move an entry can sit in both tiers (docs/invariants.md, Moves lose nothing); hot
+  // comes first and is the one reported.
   const seen = new Set<string>();
   const candidates: Candidate[] = [];
   for (const { tier, entries } of postings) {

@@ -13,9 +13,10 @@ import {
 } from './nightly';
 
 /**
- * Erasure (I10): an entry's content leaves hot, cold, the query log and every summary
- * derived from it; what stays behind is a tombstone with no content. Each step is
- * idempotent and keyed by the entry id, so the erasure workflow can rerun any of them.
+ * Erasure (docs/invariants.md, Erasure wins): an entry's content leaves hot, cold, the
+ * query log and every summary derived from it; what stays behind is a tombstone with no
+ * content. Each step is idempotent and keyed by the entry id, so the erasure workflow can
+ * rerun any of them.
  */
 
 /** The content-free tombstone and the ledger record; false when there is nothing to erase. */

@@ -107,7 +107,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
     async countTerms(found) {
       const entries = found.map((f) => f.entry);
       // Settled before counted: a crash in between leaves a count too low, never one of
-      // an entry that is gone (I10).
+      // an entry that is gone (docs/invariants.md, Erasure wins).
       await settle(
         entries.map((e) => e._id),
         'terms',

@@ -48,7 +48,8 @@ export const TIERS: readonly Tier[] = ['hot', 'cold'];
 
 /**
  * A point read by `_id` alone — the one filter FerretDB serves from its index (anything
- * more scans) — and then the agent check (I9): another agent's document is not found.
+ * more scans) — and then the agent check (docs/invariants.md, Agent-scoped): another
+ * agent's document is not found.
  */
 export async function findById<T extends { _id: string; agentId: string }>(
   collection: Collection<T>,
@@ -78,8 +79,8 @@ export function tierCollection(store: Store, tier: Tier): Collection<Entry> {
 
 /**
  * The tiers of one agent as core/tiers.ts sees them; every operation is scoped by agentId
- * (I9). Batches are ordered bulk writes whose every statement selects by `_id`, which
- * every MongoDB-protocol server serves from its primary index.
+ * (docs/invariants.md, Agent-scoped). Batches are ordered bulk writes whose every statement
+ * selects by `_id`, which every MongoDB-protocol server serves from its primary index.
  */
 export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
   return {
@@ -328,7 +329,10 @@ export async function refreshHotEntries(
   }
 }
 
-/** Cold → hot with the refreshed salience: copy to hot, then delete from cold (I8). */
+/**
+ * Cold → hot with the refreshed salience: copy to hot, then delete from cold
+ * (docs/invariants.md, Moves lose nothing).
+ */
 export async function rehydrateEntry(store: Store, ctx: RunContext, step: RefreshStep): Promise<MoveOutcome> {
   await recordEvent(store, ctx, 'rehydrate', step.id, 'a logged query matched the cold entry', {
     salience: step.salience,
@@ -376,7 +380,7 @@ export async function dropQueries(store: Store, ctx: RunContext, from: number, t
 
 /**
  * Hot → cold with salience and provenance intact, a batch at a time: the ledger records
- * first, then the copies to cold, then the deletes from hot (I8).
+ * first, then the copies to cold, then the deletes from hot (docs/invariants.md, Moves lose nothing).
  */
 export async function spillEntries(
   store: Store,
@@ -405,11 +409,11 @@ export async function spillEntries(
 
 /**
  * Delete an entry the two-key check proved dead. The tombstone (terms, atoms, reason, time
- * and the summary standing in — never content) and the ledger record come first (I3), then
- * the entry leaves both tiers (it may be in both after an interrupted spill), only at the
- * version the decision read. When that delete matches nothing because the entry changed (a
- * concurrent refresh, its stand-in unlinked by an erasure), it stays and its tombstone and
- * ledger record are withdrawn: false.
+ * and the summary standing in — never content) and the ledger record come first
+ * (docs/invariants.md, Two-key deletion), then the entry leaves both tiers (it may be in
+ * both after an interrupted spill), only at the version the decision read. When that delete
+ * matches nothing because the entry changed (a concurrent refresh, its stand-in unlinked by
+ * an erasure), it stays and its tombstone and ledger record are withdrawn: false.
  */
 export async function evictEntry(
   store: Store,
@@ -447,11 +451,11 @@ export async function evictEntry(
 }
 
 /**
- * Erasure wins (I10). `forget` writes its tombstone before it deletes; every writer of a copy
- * (a move to the other tier, a summary, a replayed write) writes first and looks for an
- * erasure tombstone after, so in any interleaving one of the two removes the copy. Returns
- * the ids withdrawn. `deleteEntry` may then count a copy that was never counted: counts err
- * low, never high.
+ * Erasure wins (docs/invariants.md, Erasure wins). `forget` writes its tombstone before it
+ * deletes; every writer of a copy (a move to the other tier, a summary, a replayed write)
+ * writes first and looks for an erasure tombstone after, so in any interleaving one of the
+ * two removes the copy. Returns the ids withdrawn. `deleteEntry` may then count a copy that
+ * was never counted: counts err low, never high.
  */
 export async function withdrawErased(
   store: Store,
@@ -470,7 +474,7 @@ export async function withdrawErased(
  * An entry leaves both tiers (it may be in both after an interrupted move), and the tier
  * counts and document frequencies follow; with `version`, only copies at that version. Its
  * terms are withdrawn before the delete, so a crash in between leaves a count too low, never
- * a term of a deleted entry (I10).
+ * a term of a deleted entry (docs/invariants.md, Erasure wins).
  */
 export async function deleteEntry(
   store: Store,
@@ -505,15 +509,15 @@ export function summaryId(agentId: string, sourceIds: readonly string[]): string
 }
 
 /**
- * Store a summary (unless either tier already holds it) and link each source to the summary
- * as stored, lossless when the stored text keeps all of the source's facts (key B of the
- * two-key check). The id is the sources', so an earlier attempt may have stored other text (a
- * model asked again answers otherwise): the links are assessed against the stored text, which
- * is what would stand in (I5). A retired summary of exactly these sources, which the caller
- * read as current, is reinstated; a summary no longer stored (erased) gets no links. Returns a
- * source erased since the cluster was read, if any: the summary holds its content and must go
- * too (the erasure found no summary to rebuild when it looked); the caller removes it as
- * erasure does.
+ * Store a summary (unless either tier already holds it) and link each source to the summary as
+ * stored, lossless when the stored text keeps all of the source's facts (key B of the two-key
+ * check). The id is the sources', so an earlier attempt may have stored other text (a model
+ * asked again answers otherwise): the links are assessed against the stored text, which is
+ * what would stand in (docs/invariants.md, Lossy unless proven). A retired summary of exactly
+ * these sources, which the caller read as current, is reinstated; a summary no longer stored
+ * (erased) gets no links. Returns a source erased since the cluster was read, if any: the
+ * summary holds its content and must go too (the erasure found no summary to rebuild when it
+ * looked); the caller removes it as erasure does.
  */
 export async function writeSummary(
   store: Store,
@@ -558,10 +562,11 @@ export async function releaseSources(
 }
 
 /**
- * A summary built from a superseded fact leaves default recall (docs/invariants.md, Current
- * summaries): the ledger record and the retirement first, so from then on no eviction takes
- * it as a stand-in, then its sources are released. Each step is idempotent, and the phase
- * finds the summary again on a rerun, retired or not, so a crash anywhere converges.
+ * A summary built from a superseded fact leaves default recall
+ * (docs/invariants.md, Current summaries): the ledger record and the retirement first, so
+ * from then on no eviction takes it as a stand-in, then its sources are released. Each step
+ * is idempotent, and the phase finds the summary again on a rerun, retired or not, so a
+ * crash anywhere converges.
  */
 export async function retireSummary(
   store: Store,

@@ -24,7 +24,10 @@ export interface MissingEvidence {
 
 export interface RecallResult {
   hits: RecallHit[];
-  /** Deep recall only: deleted entries whose terms match the query (I11). */
+  /**
+   * Deep recall only: deleted entries whose terms match the query
+   * (docs/invariants.md, Missing evidence reported).
+   */
   missing?: MissingEvidence[];
   asOf: number;
   /** Entries that shared a term with the query and passed the tier filters: what was ranked. */
@@ -82,7 +85,7 @@ async function tombstonesMatching(store: Store, agentId: string, queryTerms: str
 
 /**
  * A direct, indexed read (recall does not go through Temporal). It appends to the query log
- * and changes nothing else (I7).
+ * and changes nothing else (docs/invariants.md, Read-only recall).
  */
 export async function recall(store: Store, req: RecallRequest, policy: MemoryPolicy): Promise<RecallResult> {
   const now = req.asOf ?? Date.now();

@@ -3,10 +3,10 @@ import { DAY_MS } from '../core/salience';
 import type { Store } from './db';
 
 /**
- * Records past their retention (One policy). Tombstones are never pruned: they are the proof
- * that a deletion happened and what stands in for it. Run once a night over all agents, by
- * age on an indexed field; on the local stack FerretDB does not push a range down, so this
- * one nightly pass reads each collection whole.
+ * Records past their retention (docs/invariants.md, One policy). Tombstones are never
+ * pruned: they are the proof that a deletion happened and what stands in for it. Run once a
+ * night over all agents, by age on an indexed field; on the local stack FerretDB does not
+ * push a range down, so this one nightly pass reads each collection whole.
  */
 export async function pruneRecords(
   store: Store,

@@ -22,8 +22,9 @@ export async function documentFrequencies(
 }
 
 /**
- * Add (`+1`) or withdraw (`-1`) the terms of entries from the document frequencies. A term
- * no entry holds any more leaves with its count (I10): withdrawn terms at zero are deleted.
+ * Add (`+1`) or withdraw (`-1`) the terms of entries from the document frequencies. A term no
+ * entry holds any more leaves with its count (docs/invariants.md, Erasure wins): withdrawn
+ * terms at zero are deleted.
  */
 export async function adjustDocumentFrequencies(
   store: Store,

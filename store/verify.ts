@@ -4,7 +4,7 @@ import { isErasure, type Store, type Tombstone } from './db';
 import { inBatches, TIERS, tierCollection } from './nightly';
 
 /**
- * `memgate verify`: the store's promises, checked from what it holds (design: never silently
+ * `memgate verify`: the store's promises, checked from what it holds (never silently
  * lose a fact, keep none it was told to forget).
  * - `unaccounted`: an id the agent was given is in neither tier and behind no tombstone.
  * - `in-both-tiers`: a move left two copies (only ever transient, while a run is under way).

@@ -69,7 +69,8 @@ async function startWorker(
   installRuntime(config);
   const store = await openStore(endpoints.mongoUri, config.database);
   await ensureIndexes(store);
-  // The store's policy decides, not this environment's (One policy); say where they differ.
+  // The store's policy decides, not this environment's (docs/invariants.md, One policy); say
+  // where they differ.
   const proposed = policyOf(config);
   const drift = policyDrift(await adoptPolicy(store, proposed), proposed);
   if (drift.length > 0) {

@@ -106,8 +106,9 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
   } catch (err) {
     throw asApplicationFailure(err);
   }
-  // The stored policy as this run found it: its limits and decay apply to every write the
-  // run takes (One policy); the next run reads it again, so a change reaches the agent there.
+  // The stored policy as this run found it: its limits and decay apply to every write the run
+  // takes (docs/invariants.md, One policy); the next run reads it again, so a change reaches
+  // the agent there.
   let policy: Policy | undefined = undefined;
   const pending: Pending[] = [];
   let registered = false;

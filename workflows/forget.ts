@@ -17,9 +17,10 @@ export function forgetWorkflowId(agentId: string, entryId: string): string {
 }
 
 /**
- * Erasure (I10): a content-free tombstone first, then every summary derived from the entry
- * is rebuilt without it or removed and flagged, then the entry leaves both tiers and the
- * query log. Each step is idempotent, so the workflow can be rerun at any point.
+ * Erasure (docs/invariants.md, Erasure wins): a content-free tombstone first, then every
+ * summary derived from the entry is rebuilt without it or removed and flagged, then the
+ * entry leaves both tiers and the query log. Each step is idempotent, so the workflow can
+ * be rerun at any point.
  */
 export async function forget(raw: ForgetInput) {
   const input = validated(forgetInputSchema, raw, 'forget');

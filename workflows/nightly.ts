@@ -27,12 +27,15 @@ const phases = proxyActivities<NightlyActivities>({
   retry: RETRY,
 });
 
-/** One agent's nightly pass, each phase its own activity (design 5); its result is the counts. */
+/**
+ * One agent's nightly pass, each phase its own activity
+ * (README, Nightly reflective consolidation); its result is the counts.
+ */
 export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<ConsolidationReport> {
   const input = validated(consolidateAgentInputSchema, raw, 'consolidation');
   notAhead(input.asOf, 'consolidation');
   // Read once and handed to every phase: whichever worker runs a phase, the run decides by
-  // one policy (One policy).
+  // one policy (docs/invariants.md, One policy).
   const policy = await phases.currentPolicy();
   const run = {
     agentId: input.agentId,

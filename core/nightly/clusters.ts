@@ -97,7 +97,10 @@ export function clusterable(
 }
 
 export interface SummaryAssessment {
-  /** I5: true unless every source's atoms survive in the summary. */
+  /**
+   * True unless every source's atoms survive in the summary
+   * (docs/invariants.md, Lossy unless proven).
+   */
   lossy: boolean;
   /** Each missing atom, as `<source id>: <atom>`. */
   lossyReasons: string[];
@@ -105,7 +108,7 @@ export interface SummaryAssessment {
   lossless: Map<string, boolean>;
 }
 
-/** The atom check of design 4.3 applied to a summary and each of its sources. */
+/** The atom check (core/atoms.ts) applied to a summary and each of its sources. */
 export function assessSummary(
   sources: readonly { id: string; text: string }[],
   summaryText: string,

@@ -30,13 +30,14 @@ import {
 } from './reclaim';
 
 /**
- * The nightly pass for one agent (design 5): expire → refresh → supersede → consolidate →
- * reclaim, written once over `NightStore`, which the MongoDB store (store/nightStore.ts) and the
- * in-memory store of the simulations implement, so a simulation runs the code that runs at
- * night. Every read is by equality on indexed fields (docs/invariants.md, Index-driven): a
- * phase finds its work through the entries' `pending` lists, terms and subjects, so its cost
- * follows what changed since the last run, not the size of the store. Every phase is
- * idempotent: rerun after a crash at any point, it finishes the same work.
+ * The nightly pass for one agent (README, Nightly reflective consolidation): expire → refresh →
+ * supersede → consolidate → reclaim, written once over `NightStore`, which the MongoDB store
+ * (store/nightStore.ts) and the in-memory store of the simulations implement, so a simulation
+ * runs the code that runs at night. Every read is by equality on indexed fields
+ * (docs/invariants.md, Index-driven): a phase finds its work through the entries' `pending`
+ * lists, terms and subjects, so its cost follows what changed since the last run, not the size
+ * of the store. Every phase is idempotent: rerun after a crash at any point, it finishes the
+ * same work.
  */
 
 export interface NightRun {
@@ -176,12 +177,12 @@ export function refreshProposers(
 }
 
 /**
- * Which cold entries come back to hot. One a recall returned among its best hits (`wanted`)
- * was used by the agent, and comes back (design 6: touched cold entries are rehydrated). One a
- * logged query merely matches comes back only into the room below the low watermark, newest
- * writes first: under pressure, each such rehydration would push another entry out to cold
- * the same night. Refreshes of hot entries are not limited. A cold entry left out stays where
- * deep recall finds it.
+ * Which cold entries come back to hot. One a recall returned among its best hits (`wanted`) was
+ * used by the agent, and comes back (README, Nightly reflective consolidation). One a logged
+ * query merely matches comes back only into the room below the low watermark, newest writes
+ * first: under pressure, each such rehydration would push another entry out to cold the same
+ * night. Refreshes of hot entries are not limited. A cold entry left out stays where deep
+ * recall finds it.
  */
 export function limitRehydration(
   steps: readonly (RefreshStep & { writtenAt: number })[],
@@ -449,10 +450,10 @@ export async function supersedePhase(
 
 /**
  * Above the high watermark, rank the hot entries by storage signals alone and spill or evict
- * them down to the low watermark (design 4.1). The maintained hot count says whether there
- * is work without reading any entry; when there is, every hot entry is read once (which also
- * sets the count again), and then the planned ones whole, a batch at a time. The plan is
- * recomputed on every attempt — hot's own contents are the cursor.
+ * them down to the low watermark (README, Nightly reflective consolidation). The maintained hot
+ * count says whether there is work without reading any entry; when there is, every hot entry is
+ * read once (which also sets the count again), and then the planned ones whole, a batch at a
+ * time. The plan is recomputed on every attempt — hot's own contents are the cursor.
  */
 const STAND_IN_GONE = 'dead, but its stand-in no longer stands in for it: spilled instead';
 

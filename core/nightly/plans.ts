@@ -2,9 +2,10 @@ import { isExpired, type Entry, type PendingWork, type Tier } from '../entry';
 import { dormantAt, HOUR_MS, refreshedSalience, type Salience } from '../salience';
 
 /**
- * The nightly pass's pure decisions other than reclaim and clustering (design 1.3, 4.4):
- * which volatile facts expire, which gated or cold entries a logged query refreshes, which
- * facts a newer one supersedes — and the reversible annotations each of them writes.
+ * The nightly pass's pure decisions other than reclaim and clustering
+ * (README, Nightly reflective consolidation): which volatile facts expire, which gated or
+ * cold entries a logged query refreshes, which facts a newer one supersedes — and the
+ * reversible annotations each of them writes.
  * Every function takes the run's `asOf`, so a run (or a simulation of one) is reproducible.
  */
 
@@ -235,8 +236,9 @@ export interface EvictedFact {
 /**
  * Facts deleted before a newer fact about the same subject and attribute arrived: nothing
  * stored is left to mark superseded, but a summary standing in for one still asserts its
- * value, so it must be retired like the summary of a stored superseded fact (docs/invariants.md,
- * Current summaries). Each is paired with the earliest current fact written after it.
+ * value, so it must be retired like the summary of a stored superseded fact
+ * (docs/invariants.md, Current summaries). Each is paired with the earliest current fact
+ * written after it.
  */
 export function supersededWhileEvicted(
   evicted: readonly EvictedFact[],

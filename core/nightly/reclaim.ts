@@ -4,9 +4,10 @@ import { reclaimAction, type EvictionInput, type ReclaimAction } from '../evicti
 import { HOUR_MS } from '../salience';
 
 /**
- * What a reclaim ranking may see of an entry: storage signals only (I2). It is built field
- * by field from the entry, so neither the type nor the object carries salience or anything
- * derived from it (`dormantAt`, the gate).
+ * What a reclaim ranking may see of an entry: storage signals only
+ * (docs/invariants.md, Salience-blind ranking). It is built field by field from the entry,
+ * so neither the type nor the object carries salience or anything derived from it
+ * (`dormantAt`, the gate).
  */
 export interface StorageView {
   readonly id: string;
@@ -113,10 +114,11 @@ export interface ReclaimStep {
 }
 
 /**
- * The reclaim plan (design 4.1): rank every hot entry by storage signals alone, take the
- * first `reclaimTarget` of them, and for each apply `reclaimAction` — evict only what the
- * two-key check proves dead, spill everything else. Salience enters only as the `gated`
- * yes/no of the eviction input, after the candidates are chosen (I1, I2).
+ * The reclaim plan (README, Nightly reflective consolidation): rank every hot entry by
+ * storage signals alone, take the first `reclaimTarget` of them, and for each apply
+ * `reclaimAction` — evict only what the two-key check proves dead, spill everything else.
+ * Salience enters only as the `gated` yes/no of the eviction input, after the candidates
+ * are chosen (docs/invariants.md, Gating is not lifecycle; Salience-blind ranking).
  */
 export function planReclaim(
   hot: readonly ReclaimEntry[],
@@ -124,7 +126,8 @@ export function planReclaim(
   policy: ReclaimPolicy,
   ranking: ReclaimRanking = oldestWriteFirst,
 ): ReclaimStep[] {
-  // I4: a policy that cannot tell dormant from dead plans nothing, even with room to spare.
+  // A policy that cannot tell dormant from dead plans nothing, even with room to spare
+  // (docs/invariants.md, Eviction boundary).
   assertEvictionBoundary(policy.reclaimFloor, policy.gateThreshold);
   const need = reclaimTarget(hot.length, policy);
   if (need === 0) return [];
@@ -181,7 +184,8 @@ function pickStandIn(
 /**
  * Whether a summary can stand in for an entry reclaim is about to delete: only while it is
  * active, unexpired and, when it claims to be lossless, holds every fact atom of the entry
- * (I5). Checked against the summary as it is when the entry is deleted, not as the plan saw it.
+ * (docs/invariants.md, Lossy unless proven). Checked against the summary as it is when the
+ * entry is deleted, not as the plan saw it.
  */
 export function standsIn(
   summary: Pick<Entry, 'isActive' | 'validity' | 'atoms'>,

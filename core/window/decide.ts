@@ -104,7 +104,8 @@ export function decideAdmission(state: WindowState, incoming: SegmentRef): Windo
 }
 
 /**
- * Design 4.2. `record` is the segment's last eviction, absent if the window never held it.
+ * The rehydration rule (README, Context windows). `record` is the segment's last eviction,
+ * absent if the window never held it.
  * - never admitted, slack: admit on score; evicted before, slack: admit;
  * - at capacity: swap with the cheapest unpinned set that frees enough, only if the incoming
  *   salience beats every displaced segment by the margin; a never-admitted segment never

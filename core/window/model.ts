@@ -3,8 +3,8 @@ import { zodIssues } from '../entry';
 import { InvalidInputError } from '../errors';
 
 /**
- * A token-budgeted context window (design 4.2). Plain JSON data, so a workflow can hold it,
- * return it from a Query and carry it across continue-as-new.
+ * A token-budgeted context window (README, Context windows). Plain JSON data, so a workflow
+ * can hold it, return it from a Query and carry it across continue-as-new.
  */
 
 /**

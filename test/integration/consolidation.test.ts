@@ -92,7 +92,10 @@ async function tiersOf(agentId: string, id: string) {
   return { hot, cold, stone };
 }
 
-/** I8 after a run: every entry ever written is in exactly one tier, or evicted with a tombstone. */
+/**
+ * After a run (docs/invariants.md, Moves lose nothing): every entry ever written is in
+ * exactly one tier, or evicted with a tombstone.
+ */
 async function expectNothingLostOrDoubled(agentId: string, ids: string[]) {
   for (const id of ids) {
     const { hot, cold, stone } = await tiersOf(agentId, id);
@@ -103,7 +106,7 @@ async function expectNothingLostOrDoubled(agentId: string, ids: string[]) {
 
 const NOTICE_QUERY = "What is the supplier's notice period?";
 
-describe('the supplier case (design 1.1), night by night', () => {
+describe('the supplier case, night by night', () => {
   /**
    * Days 0-2 background notes; day 3 the fact (30 days), written once; day 6 a summary of
    * an earlier draft (14 days); from day 11 new notes push the hot tier past capacity; on
@@ -179,7 +182,7 @@ describe('the supplier case (design 1.1), night by night', () => {
     const fact = deep.hits.find((h) => h.id === factId);
     expect(fact).toMatchObject({ tier: 'cold', dormant: true, isActive: true, kind: 'fact' });
     expect(fact!.text).toContain('30 days');
-    // I7: recall is read-only.
+    // Recall is read-only (docs/invariants.md, Read-only recall).
     expect(await env.store.hot.find({ agentId: memgate }).toArray()).toEqual(hotBefore);
 
     // The nightly refresh brings it back: default recall now answers 30 days first.
@@ -208,7 +211,7 @@ describe('the supplier case (design 1.1), night by night', () => {
   }, 900_000);
 });
 
-describe('gating is not a lifecycle predicate (I1)', () => {
+describe('gating is not a lifecycle predicate (docs/invariants.md, Gating is not lifecycle)', () => {
   it('long-dormant entries within capacity stay in hot, untouched', async () => {
     const agentId = newAgent('dormant');
     const ids = await write(agentId, filler(0, 8, 0.16, 0));

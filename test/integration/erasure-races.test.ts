@@ -6,9 +6,10 @@ import { startTestEnv, type TestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
 /**
- * Erasure wins (I10) over a nightly run of the same agent under way: `forget` lands between
- * a phase's read of an entry and its write of a copy (a spill to cold, a rehydration to hot,
- * a summary built from it). Whatever the interleaving, the erased content is nowhere after.
+ * Erasure wins over a nightly run of the same agent under way (docs/invariants.md, Erasure wins):
+ * `forget` lands between a phase's read of an entry and its write of a copy (a spill to cold,
+ * a rehydration to hot, a summary built from it). Whatever the interleaving, the erased
+ * content is nowhere after.
  */
 const T0 = Date.UTC(2025, 5, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;

@@ -32,7 +32,7 @@ async function everything(agentId: string): Promise<string> {
   );
 }
 
-describe('forget (I10)', () => {
+describe('forget (docs/invariants.md, Erasure wins)', () => {
   it('erases an entry from hot, the query log and the summary derived from it, which is rebuilt without it', async () => {
     const agentId = env.agent('forget');
     const { entries } = await env.client.write({

@@ -8,8 +8,8 @@ import { startTestEnv, type TestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
 /**
- * One policy (docs/invariants.md): the worker that happens to take a task decides by the
- * stored policy, never by its own environment, and only `memgate policy apply` changes it.
+ * The worker that happens to take a task decides by the stored policy, never by its own
+ * environment, and only `memgate policy apply` changes it (docs/invariants.md, One policy).
  * Here the only worker is a process whose environment proposes a tiny capacity and a one-hour
  * half-life; the store holds the defaults, so decisions must follow the defaults.
  */

@@ -15,8 +15,8 @@ import { expectVerified } from '../support/verify';
 const T0 = Date.UTC(2025, 11, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
-// The client adopts this policy into the fresh store (One policy); the batch size is each
-// worker's own, so the worker processes get it too.
+// The client adopts this policy into the fresh store (docs/invariants.md, One policy); the
+// batch size is each worker's own, so the worker processes get it too.
 const POLICY = { MEMGATE_HOT_CAPACITY: '600', MEMGATE_LOW_WATERMARK: '0.5', MEMGATE_LIFECYCLE_BATCH: '25' };
 
 let env: TestEnv;

@@ -12,10 +12,10 @@ import { expectVerified } from '../support/verify';
 
 /**
  * A summary stands only for what is current, and what it claims is what it holds
- * (docs/invariants.md, Current summaries; I5): a volatile fact is never merged with durable
- * ones; a retried consolidation links the sources to the text stored first, whatever the
- * model answers the second time; an erasure that rebuilds a summary leaves no source claiming
- * a lossless stand-in that lacks its facts, wherever it crashes.
+ * (docs/invariants.md, Current summaries; Lossy unless proven): a volatile fact is never
+ * merged with durable ones; a retried consolidation links the sources to the text stored
+ * first, whatever the model answers the second time; an erasure that rebuilds a summary
+ * leaves no source claiming a lossless stand-in that lacks its facts, wherever it crashes.
  *
  * The summariser is a model behind a local chat-completions endpoint that merges its sources
  * as the local extractive summariser does, through a rewrite a test may set: the way to get a

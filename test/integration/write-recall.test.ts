@@ -77,7 +77,8 @@ describe('durable soft writes and gated recall', () => {
     expect(hit!.salience).toBeLessThan(env.config.gateThreshold);
     expect(deep.missing).toEqual([]);
 
-    // Reading is not a lifecycle event (I7): the documents are byte-for-byte what they were.
+    // Reading is not a lifecycle event (docs/invariants.md, Read-only recall): the documents
+    // are byte-for-byte what they were.
     expect(await env.store.hot.findOne({ _id: dormantId })).toEqual(before);
     expect(await env.store.queries.countDocuments({ agentId: env.agent('agent-gate') })).toBe(2);
   });
@@ -131,7 +132,7 @@ describe('durable soft writes and gated recall', () => {
     expect(hits.map((h) => h.text).sort()).toEqual(['first memory about ferns', 'second memory about ferns']);
   });
 
-  it('does not resurrect an erased entry when the same write is replayed (I10)', async () => {
+  it('does not resurrect an erased entry when the same write is replayed (docs/invariants.md, Erasure wins)', async () => {
     const agentId = env.agent('agent-erase');
     const entry = { text: 'My home address is 12 Elm Street', idempotencyKey: 'address' };
     const [written] = (await env.client.write({ agentId, entries: [entry] })).entries;

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { atoms } from '../../core/atoms';
 
 /**
- * The fact atoms of design 4.3, after their patterns were made linear in the text (money by
+ * The fact atoms (core/atoms.ts), after their patterns were made linear in the text (money by
  * currency name now starts only where a number starts; trailing marks of names are trimmed
  * by a loop): what they find is unchanged. Their cost on adversarial text is measured by
  * `npm run bench -- atoms`, and the regexp lint rules refuse super-linear patterns.

@@ -19,7 +19,7 @@ const verdicts = (v: Partial<QuestionVerdicts>): QuestionVerdicts => ({
   ...v,
 });
 
-describe('restore-counterfactual classification (design 7)', () => {
+describe('restore-counterfactual classification', () => {
   it('a wrong answer that restoring the gold fixes, with gold evicted, is irreversible', () => {
     expect(classify(verdicts({ goldEvicted: 1 }))).toEqual({
       bin: 'irreversible',

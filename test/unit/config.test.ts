@@ -14,7 +14,7 @@ describe('configuration', () => {
     expect(c.reclaimFloor).toBeLessThan(c.gateThreshold);
   });
 
-  it('rejects reclaimFloor >= gateThreshold with EvictionBoundaryError (I4)', () => {
+  it('rejects reclaimFloor >= gateThreshold with EvictionBoundaryError (docs/invariants.md, Eviction boundary)', () => {
     expect(() => parseConfig({ MEMGATE_RECLAIM_FLOOR: '0.15', MEMGATE_GATE_THRESHOLD: '0.15' })).toThrow(
       EvictionBoundaryError,
     );

@@ -24,7 +24,7 @@ import { isExpired } from '../../core/entry';
 
 const ASOF = Date.UTC(2025, 5, 1);
 
-// I8: moves between tiers, with a crash injected at any step ---------------------------
+// Moves between tiers, with a crash injected at any step -------------------------------
 
 interface Doc {
   _id: string;
@@ -123,7 +123,7 @@ function memoryBatchTiers(
   return { store, violations };
 }
 
-describe('I8: spill and rehydrate are idempotent moves', () => {
+describe('spill and rehydrate are idempotent moves (docs/invariants.md, Moves lose nothing)', () => {
   it('a batch move crashed at any step, with a source changed under it, converges on a rerun', async () => {
     await fc.assert(
       fc.asyncProperty(
@@ -204,7 +204,7 @@ describe('I8: spill and rehydrate are idempotent moves', () => {
     expect(m.tiers.cold.get('e1')).toMatchObject({ version: 2, body: 'new' });
   });
 
-  it('I6: spill then rehydrate gives the entry back', async () => {
+  it('spill then rehydrate gives the entry back (docs/invariants.md, Reversible lifecycle)', async () => {
     await fc.assert(
       fc.asyncProperty(fc.string(), fc.nat({ max: 100 }), async (body, version) => {
         const m = memoryTiers('e1', undefined);
@@ -219,7 +219,7 @@ describe('I8: spill and rehydrate are idempotent moves', () => {
   });
 });
 
-// I6: supersession and expiry are reversible annotations -------------------------------
+// Supersession and expiry are reversible annotations -----------------------------------
 
 const factArb = fc.record({
   _id: fc.string({ minLength: 1, maxLength: 4 }),
@@ -229,7 +229,7 @@ const factArb = fc.record({
   version: fc.nat(),
 });
 
-describe('I6: supersession and expiry are reversible', () => {
+describe('supersession and expiry are reversible (docs/invariants.md, Reversible lifecycle)', () => {
   it('restore undoes supersede, leaving only the restore time behind', () => {
     fc.assert(
       fc.property(factArb, fc.string({ minLength: 1 }), fc.integer({ min: 0 }), (e, newer, at) => {

@@ -15,7 +15,7 @@ import {
 } from '../../core/nightly/reclaim';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 
-/** Design 4.1 as a table, written independently of core/eviction.ts. */
+/** The two-key check as a table, written independently of core/eviction.ts. */
 function designTable(i: EvictionInput): 'evict' | 'spill' | 'keep' | 'boundary' {
   if (i.reclaimFloor >= i.gateThreshold) return 'boundary';
   if (!i.gated) return i.livePolicy ? 'spill' : 'keep';
@@ -44,7 +44,7 @@ const evictionInput = fc.record({
   livePolicy: fc.constantFrom(undefined, 'capacity' as const, 'ttl' as const),
 });
 
-describe('decideEviction matches the decision table of design 4.1', () => {
+describe('decideEviction matches the decision table of the two-key check', () => {
   it('on every combination of inputs', () => {
     fc.assert(
       fc.property(evictionInput, (i) => {
@@ -155,7 +155,7 @@ function withOtherSalience(store: StoredEntry[], seed: number): StoredEntry[] {
 const validPolicy = (p: ReclaimPolicy) => p.reclaimFloor < p.gateThreshold;
 
 describe('reclaim on random stores, clocks and configurations', () => {
-  it('I1: which entries leave hot does not depend on salience', () => {
+  it('which entries leave hot does not depend on salience (docs/invariants.md, Gating is not lifecycle)', () => {
     fc.assert(
       fc.property(
         storeArb(),
@@ -174,7 +174,7 @@ describe('reclaim on random stores, clocks and configurations', () => {
     );
   });
 
-  it('I1: a store within its high watermark loses nothing, however many entries are gated', () => {
+  it('a store within its high watermark loses nothing, however many entries are gated (docs/invariants.md, Gating is not lifecycle)', () => {
     fc.assert(
       fc.property(storeArb(), policyArb, (store, policy) => {
         fc.pre(validPolicy(policy) && store.length <= policy.hotCapacity * policy.highWatermark);
@@ -194,7 +194,7 @@ describe('reclaim on random stores, clocks and configurations', () => {
     );
   });
 
-  it('I2: the ranking sees storage views only, and its order ignores salience', () => {
+  it('the ranking sees storage views only, and its order ignores salience (docs/invariants.md, Salience-blind ranking)', () => {
     fc.assert(
       fc.property(storeArb(), policyArb, fc.integer(), (store, policy, seed) => {
         fc.pre(validPolicy(policy));
@@ -217,7 +217,7 @@ describe('reclaim on random stores, clocks and configurations', () => {
     );
   });
 
-  it('I2: a StorageView has no salience field at all', () => {
+  it('a StorageView has no salience field at all (docs/invariants.md, Salience-blind ranking)', () => {
     const view = storageView({
       _id: 'x',
       kind: 'fact',
@@ -227,13 +227,14 @@ describe('reclaim on random stores, clocks and configurations', () => {
       isActive: true,
       dormantAt: 5,
     });
-    // @ts-expect-error — the projection a ranking receives cannot carry salience (I2).
+    // The projection a ranking receives cannot carry salience (docs/invariants.md, Salience-blind ranking).
+    // @ts-expect-error — no salience.
     expect(view.salience).toBeUndefined();
     // @ts-expect-error — nor the gate's timestamp.
     expect(view.dormantAt).toBeUndefined();
   });
 
-  it('I3: an entry is evicted only when the two-key check says evict, with its stand-in named', () => {
+  it('an entry is evicted only when the two-key check says evict, with its stand-in named (docs/invariants.md, Two-key deletion)', () => {
     fc.assert(
       fc.property(storeArb(), policyArb, fc.integer({ min: -30, max: 30 }), (store, policy, dayShift) => {
         fc.pre(validPolicy(policy));
@@ -259,7 +260,7 @@ describe('reclaim on random stores, clocks and configurations', () => {
     );
   });
 
-  it('I4: a floor at or above the gate plans nothing and throws EvictionBoundaryError', () => {
+  it('a floor at or above the gate plans nothing and throws EvictionBoundaryError (docs/invariants.md, Eviction boundary)', () => {
     fc.assert(
       fc.property(storeArb(), policyArb, fc.double({ min: 1, max: 3, noNaN: true }), (store, policy, f) => {
         const bad = { ...policy, reclaimFloor: Math.min(0.999, policy.gateThreshold * f) };

@@ -16,8 +16,9 @@ import { supersededTonight } from '../../core/nightly/phases';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 
 /**
- * Current summaries (docs/invariants.md): a summary merges durable entries only, an active
- * summary is built from no superseded entry, and no entry links a summary that was retired.
+ * Summaries stay current (docs/invariants.md, Current summaries): a summary merges durable
+ * entries only, an active summary is built from no superseded entry, and no entry links a
+ * summary that was retired.
  */
 
 const memory = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });

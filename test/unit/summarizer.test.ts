@@ -73,7 +73,7 @@ describe('the extractive summariser', () => {
     );
   });
 
-  it('I5: a summary that drops a fact is flagged lossy and names the missing atom', () => {
+  it('a summary that drops a fact is flagged lossy and names the missing atom (docs/invariants.md, Lossy unless proven)', () => {
     fc.assert(
       fc.property(sourcesArb, fc.nat(), (sources, pick) => {
         const full = extractiveSummary(sources);

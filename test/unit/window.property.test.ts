@@ -126,7 +126,10 @@ function resolve(state: WindowState, generated: Op): ResolvedOp {
   return { op: 'rehydrate', input: { segmentId, salience: generated.input.salience } };
 }
 
-/** Applies one operation and checks every invariant of I12 against the state before it. */
+/**
+ * Applies one operation and checks every part of the window invariant against the state
+ * before it (docs/invariants.md, Pins and capacity hold).
+ */
 function step(
   state: WindowState,
   { op, input }: ResolvedOp,

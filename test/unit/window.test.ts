@@ -118,7 +118,7 @@ describe('the seed case', () => {
   });
 });
 
-describe('decideRehydration (design 4.2)', () => {
+describe('decideRehydration', () => {
   /** 1000 tokens: a(0.2, 300) b(0.5, 300) c pinned (0.3, 300), 100 free. */
   function full(): Window {
     const w = Window.open();
