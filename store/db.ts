@@ -25,7 +25,6 @@ export interface LedgerRecord {
   runId?: string;
 }
 
-/** What stands in for a deleted entry. Holds terms, never content (docs/invariants.md, Erasure wins). */
 /** The reason on an erasure's tombstone (`memgate forget`); a summary removed with it says why after a colon. */
 export const ERASED = 'erased';
 
@@ -34,6 +33,7 @@ export function isErasure(stone: Pick<Tombstone, 'reason'>): boolean {
   return stone.reason === ERASED || stone.reason.startsWith(`${ERASED}:`);
 }
 
+/** What stands in for a deleted entry. Holds terms, never content (docs/invariants.md, Erasure wins). */
 export interface Tombstone {
   _id: string;
   agentId: string;
