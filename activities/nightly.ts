@@ -50,7 +50,7 @@ export function createNightlyActivities(store: Store, config: Config, summarizer
     refresh: refreshPolicy(policy),
     reclaim: reclaimPolicy(policy),
     cluster: { similarity: policy.clusterSimilarity, neighbours: policy.clusterNeighbours },
-    batch: config.lifecycleBatch,
+    batch: config.nightlyBatch,
     queryLogRetentionDays: policy.queryLogRetentionDays,
   });
   // Each activity checks its own input: workflows validate theirs, and this is the line the
@@ -59,7 +59,7 @@ export function createNightlyActivities(store: Store, config: Config, summarizer
     const { policy, ...run } = parseInput(phaseInputSchema, input, 'nightly run');
     return { run, policy: nightPolicy(policy) };
   };
-  const night = (run: RunContext) => heartbeating(mongoNight(store, run, config.lifecycleBatch));
+  const night = (run: RunContext) => heartbeating(mongoNight(store, run, config.nightlyBatch));
 
   return {
     async expirePhase(input: PhaseInput): Promise<{ expired: number }> {

@@ -229,8 +229,8 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
     const spills = plan
       .filter((step) => step.action === 'spill')
       .map((step) => ({ step, entry: byId.get(step.id)! }));
-    for (let i = 0; i < spills.length; i += config.lifecycleBatch) {
-      await spillEntries(store, run, spills.slice(i, i + config.lifecycleBatch));
+    for (let i = 0; i < spills.length; i += config.nightlyBatch) {
+      await spillEntries(store, run, spills.slice(i, i + config.nightlyBatch));
     }
     const evictions = plan.filter((step) => step.action === 'evict');
     for (const step of evictions) await evictEntry(store, run, byId.get(step.id)!, step);

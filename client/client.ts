@@ -245,7 +245,7 @@ export class MemgateClient {
     return typed(() =>
       verifyStore(this.store, {
         ...(agentId !== undefined && { agentId }),
-        batch: this.config.lifecycleBatch,
+        batch: this.config.nightlyBatch,
       }),
     );
   }

@@ -281,8 +281,8 @@ export const CONFIG_SPECS = {
     default: '180',
     doc: 'how long audit records are kept',
   }),
-  lifecycleBatch: spec({
-    env: 'MEMGATE_LIFECYCLE_BATCH',
+  nightlyBatch: spec({
+    env: 'MEMGATE_NIGHTLY_BATCH',
     schema: count,
     allowed: 'a positive integer',
     default: '500',

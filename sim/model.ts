@@ -65,7 +65,7 @@ export function simPolicy(config: Config): SimPolicy {
     refresh: refreshPolicy(config),
     reclaim: reclaimPolicy(config),
     cluster: { similarity: config.clusterSimilarity, neighbours: config.clusterNeighbours },
-    batch: config.lifecycleBatch,
+    batch: config.nightlyBatch,
     queryLogRetentionDays: config.queryLogRetentionDays,
     limits: { maxTextChars: config.maxTextChars, maxEntriesPerWrite: config.maxEntriesPerWrite },
   };

@@ -18,7 +18,7 @@ const T0 = Date.UTC(2025, 5, 1);
 let env: TestEnv;
 
 beforeAll(async () => {
-  env = await startTestEnv({ MEMGATE_LIFECYCLE_BATCH: '10' });
+  env = await startTestEnv({ MEMGATE_NIGHTLY_BATCH: '10' });
 });
 afterAll(async () => {
   await env?.close();

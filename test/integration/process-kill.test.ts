@@ -17,7 +17,7 @@ const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
 // The client adopts this policy into the fresh store (docs/invariants.md, One policy); the
 // batch size is each worker's own, so the worker processes get it too.
-const POLICY = { MEMGATE_HOT_CAPACITY: '600', MEMGATE_LOW_WATERMARK: '0.5', MEMGATE_LIFECYCLE_BATCH: '25' };
+const POLICY = { MEMGATE_HOT_CAPACITY: '600', MEMGATE_LOW_WATERMARK: '0.5', MEMGATE_NIGHTLY_BATCH: '25' };
 
 let env: TestEnv;
 const workers: ChildProcess[] = [];
