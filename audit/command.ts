@@ -4,8 +4,8 @@ import { join, resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import { z } from 'zod';
 import { summarizeAudit } from './records';
-import { zodIssues } from '../core/entry';
 import { InvalidInputError } from '../core/errors';
+import { auditInputSchema, auditSettingsSchema } from '../core/messages';
 import { chooseJudge, chooseReader, createModels } from '../llm';
 import { auditRecordsOfRun } from '../store/audit';
 import { createAuditWorker } from '../worker/worker';
@@ -21,38 +21,29 @@ import { MemgateClient } from '../client/client';
 import { toMemgateError } from '../client/errors';
 import { renderChart, renderTable } from './report';
 import { config, resolveEndpoints } from '../client/commands/context';
+import { commaList, numeric, parseOptions } from '../client/commands/options';
 
 /** The shared LongMemEval-S sample, beside the repository. */
-const DEFAULT_DATA = resolve(__dirname, '..', '..', '..', 'shared', 'data', 'longmemeval-s');
+const DEFAULT_DATA = resolve(__dirname, '..', '..', 'shared', 'data', 'longmemeval-s');
 
-/** A comma-separated option as a list of non-empty items. */
-const commaList = z
-  .string()
-  .transform((s) =>
-    s
-      .split(',')
-      .map((x) => x.trim())
-      .filter(Boolean),
-  )
-  .pipe(z.array(z.string()).min(1));
-const positiveInt = z.coerce.number().int().positive();
-
-const optionsSchema = z.object({
+/**
+ * The audit starts its own workflow, so its options are checked here, before anything
+ * starts: each converted value goes through the workflow input's own rule for it.
+ */
+export const auditOptions = z.object({
   data: z.string().min(1),
   out: z.string().min(1),
   budgets: commaList
     .refine((b) => b.every((x) => /^[1-9]\d*$/.test(x)), 'whole numbers of tokens')
-    .transform((b) => [...new Set(b.map(Number))].sort((x, y) => y - x)),
-  reader: z.enum(['evidence', 'model']),
-  judge: z.enum(['match', 'model']),
-  restoreCap: positiveInt,
-  questions: commaList.optional(),
-  limit: positiveInt.optional(),
-  runId: z
-    .string()
-    .regex(/^[A-Za-z0-9-]{1,40}$/, '1-40 of A-Z a-z 0-9 -')
-    .optional(),
-  concurrency: positiveInt.max(8),
+    .transform((b) => [...new Set(b.map(Number))].sort((x, y) => y - x))
+    .pipe(auditSettingsSchema.shape.budgets),
+  reader: auditSettingsSchema.shape.reader,
+  judge: auditSettingsSchema.shape.judge,
+  restoreCap: numeric.pipe(auditSettingsSchema.shape.restoreCapTokens),
+  questions: commaList.pipe(auditInputSchema.shape.questionIds.unwrap()).optional(),
+  limit: numeric.pipe(auditInputSchema.shape.limit.unwrap()).optional(),
+  runId: auditInputSchema.shape.runId.optional(),
+  concurrency: numeric.pipe(auditInputSchema.shape.concurrency),
 });
 
 function progressLine(p: AuditProgress, startedAt: number): string {
@@ -86,10 +77,8 @@ export function registerAuditCommands(program: Command): void {
     .option('--limit <n>', 'only the first n questions')
     .option('--run-id <id>', 'run id; rerunning with one resumes it (default: derived from the options)')
     .option('--concurrency <n>', 'questions audited at once', '2')
-    .action(async (raw: Record<string, unknown>) => {
-      const parsed = optionsSchema.safeParse(raw);
-      if (!parsed.success) throw new InvalidInputError('invalid audit options', zodIssues(parsed.error));
-      const o = parsed.data;
+    .action(async (raw: Record<string, unknown>, command: Command) => {
+      const o = parseOptions(auditOptions, raw, command);
       const c = config();
       const models = createModels(c);
       chooseReader(models, o.reader);

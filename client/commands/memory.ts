@@ -1,17 +1,62 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { InvalidInputError } from '../../core/errors';
-import { isoTime } from './nightly';
+import { z } from 'zod';
+import type { WriteEntryInput } from '../../core/entry';
 import { printJson, withClient } from './context';
+import { isoDateTime, jsonText, numeric, parseOptions, switchFlag } from './options';
 
-function parseNumber(flag: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (value.trim() === '' || !Number.isFinite(n))
-      throw new InvalidInputError(`${flag} must be a number`, []);
-    return n;
+export const writeOptions = z
+  .object({
+    agent: z.string(),
+    text: z.string().optional(),
+    json: z.string().optional(),
+    kind: z.string().optional(),
+    salience: numeric.optional(),
+    key: z.string().optional(),
+    volatile: switchFlag,
+    freshUntil: isoDateTime.optional(),
+    subject: z.string().optional(),
+    attribute: z.string().optional(),
+  })
+  .refine((o) => o.json !== undefined || o.text !== undefined, {
+    path: ['text'],
+    message: 'give the entry text, or --json <file>',
+  });
+
+/** What a `--json` file holds: the entries, which the client validates one by one. */
+export const entriesFileOptions = z.object({
+  json: jsonText.pipe(z.array(z.unknown(), 'must hold an array of entries')),
+});
+
+/** The one entry the flags describe; empty flags are left out, as if not given. */
+function entryOf(o: z.output<typeof writeOptions>): unknown {
+  return {
+    text: o.text,
+    ...(o.kind && { kind: o.kind }),
+    ...(o.salience !== undefined && { salience: o.salience }),
+    ...(o.key && { idempotencyKey: o.key }),
+    ...(o.volatile && { volatile: true }),
+    ...(o.freshUntil !== undefined && { freshUntil: o.freshUntil }),
+    ...(o.subject && { subject: o.subject }),
+    ...(o.attribute && { attribute: o.attribute }),
   };
 }
+
+export const recallOptions = z
+  .object({ agent: z.string(), query: z.string(), k: numeric, deep: switchFlag })
+  .transform((o) => ({ agentId: o.agent, query: o.query, k: o.k, deep: o.deep }));
+
+export const restoreOptions = z
+  .object({ agent: z.string(), entryId: z.string(), freshUntil: isoDateTime.optional() })
+  .transform((o) => ({
+    agentId: o.agent,
+    entryId: o.entryId,
+    ...(o.freshUntil !== undefined && { freshUntil: o.freshUntil }),
+  }));
+
+export const forgetOptions = z
+  .object({ agent: z.string(), entryId: z.string() })
+  .transform((o) => ({ agentId: o.agent, entryId: o.entryId }));
 
 export function registerMemoryCommands(program: Command): void {
   program
@@ -21,39 +66,26 @@ export function registerMemoryCommands(program: Command): void {
     .argument('[text]', 'entry text')
     .option('--json <file>', 'a JSON file holding an array of entries ("-" for stdin)')
     .option('--kind <kind>', 'episode | fact | constraint')
-    .option('--salience <s>', 'initial salience in (0, 1]', parseNumber('--salience'))
+    .option('--salience <s>', 'initial salience in (0, 1]')
     .option('--key <idempotencyKey>', 'idempotency key')
     .option('--volatile', 'a volatile fact (a price, a quota)')
     .option('--fresh-until <iso>', 'end of the freshness window of a volatile fact')
     .option('--subject <subject>', 'subject of a fact (with --attribute)')
     .option('--attribute <attribute>', 'attribute of a fact (with --subject)')
-    .action(async (text: string | undefined, o) => {
-      let entries: unknown[];
-      if (o.json) {
-        const raw = readFileSync(o.json === '-' ? 0 : o.json, 'utf8');
-        const parsed: unknown = JSON.parse(raw);
-        if (!Array.isArray(parsed)) throw new InvalidInputError('--json must hold an array of entries', []);
-        entries = parsed;
-      } else {
-        if (text === undefined) throw new InvalidInputError('give the entry text, or --json <file>', []);
-        const freshUntil = o.freshUntil ? Date.parse(o.freshUntil) : undefined;
-        if (freshUntil !== undefined && Number.isNaN(freshUntil)) {
-          throw new InvalidInputError('--fresh-until must be an ISO date-time', []);
-        }
-        entries = [
-          {
-            text,
-            ...(o.kind && { kind: o.kind }),
-            ...(o.salience !== undefined && { salience: o.salience }),
-            ...(o.key && { idempotencyKey: o.key }),
-            ...(o.volatile && { volatile: true }),
-            ...(freshUntil !== undefined && { freshUntil }),
-            ...(o.subject && { subject: o.subject }),
-            ...(o.attribute && { attribute: o.attribute }),
-          },
-        ];
-      }
-      printJson(await withClient((c) => c.write({ agentId: o.agent, entries: entries as never })));
+    .action(async (text: string | undefined, raw: Record<string, unknown>, command: Command) => {
+      const o = parseOptions(writeOptions, { ...raw, text }, command);
+      const entries =
+        o.json === undefined
+          ? [entryOf(o)]
+          : parseOptions(
+              entriesFileOptions,
+              { json: readFileSync(o.json === '-' ? 0 : o.json, 'utf8') },
+              command,
+            ).json;
+      // The client validates each entry and names the offending field.
+      printJson(
+        await withClient((c) => c.write({ agentId: o.agent, entries: entries as WriteEntryInput[] })),
+      );
     });
 
   program
@@ -63,12 +95,11 @@ export function registerMemoryCommands(program: Command): void {
     )
     .requiredOption('-a, --agent <agentId>', 'agent id')
     .argument('<query>', 'query text')
-    .option('-k, --k <k>', 'number of hits', parseNumber('--k'), 10)
+    .option('-k, --k <k>', 'number of hits', '10')
     .option('--deep', 'deep recall')
-    .action(async (query: string, o) => {
-      printJson(
-        await withClient((c) => c.recall({ agentId: o.agent, query, k: o.k, deep: Boolean(o.deep) })),
-      );
+    .action(async (query: string, raw: Record<string, unknown>, command: Command) => {
+      const request = parseOptions(recallOptions, { ...raw, query }, command);
+      printJson(await withClient((c) => c.recall(request)));
     });
 
   program
@@ -78,17 +109,10 @@ export function registerMemoryCommands(program: Command): void {
     )
     .argument('<entryId>', 'entry id')
     .requiredOption('-a, --agent <agentId>', 'agent id')
-    .option('--fresh-until <iso>', 'new end of the freshness window', isoTime('--fresh-until'))
-    .action(async (entryId: string, o) => {
-      printJson(
-        await withClient((c) =>
-          c.restore({
-            agentId: o.agent,
-            entryId,
-            ...(o.freshUntil !== undefined && { freshUntil: o.freshUntil }),
-          }),
-        ),
-      );
+    .option('--fresh-until <iso>', 'new end of the freshness window')
+    .action(async (entryId: string, raw: Record<string, unknown>, command: Command) => {
+      const request = parseOptions(restoreOptions, { ...raw, entryId }, command);
+      printJson(await withClient((c) => c.restore(request)));
     });
 
   program
@@ -98,7 +122,8 @@ export function registerMemoryCommands(program: Command): void {
     )
     .argument('<entryId>', 'entry id')
     .requiredOption('-a, --agent <agentId>', 'agent id')
-    .action(async (entryId: string, o) => {
-      printJson(await withClient((c) => c.forget({ agentId: o.agent, entryId })));
+    .action(async (entryId: string, raw: Record<string, unknown>, command: Command) => {
+      const request = parseOptions(forgetOptions, { ...raw, entryId }, command);
+      printJson(await withClient((c) => c.forget(request)));
     });
 }

@@ -1,16 +1,16 @@
 import type { Command } from 'commander';
-import { InvalidInputError } from '../../core/errors';
+import { z } from 'zod';
 import { NightlySchedule } from '../schedule';
 import { config, printJson, withClient } from './context';
+import { isoDateTime, parseOptions } from './options';
 
-export function isoTime(flag: string) {
-  return (value: string): number => {
-    const t = Date.parse(value);
-    if (Number.isNaN(t))
-      throw new InvalidInputError(`${flag} must be an ISO date-time, e.g. 2025-06-01T03:00:00Z`);
-    return t;
-  };
-}
+export const consolidateOptions = z
+  .object({ agent: z.string(), asOf: isoDateTime.optional() })
+  .transform((o) => ({ agentId: o.agent, asOf: o.asOf ?? Date.now() }));
+
+export const scheduleNoteOptions = z.object({ note: z.string().optional() });
+
+export const backfillOptions = z.object({ from: isoDateTime, to: isoDateTime });
 
 export function registerNightlyCommands(program: Command): void {
   program
@@ -19,10 +19,10 @@ export function registerNightlyCommands(program: Command): void {
       "run one agent's nightly consolidation now (expire, refresh, supersede, consolidate, reclaim)",
     )
     .requiredOption('-a, --agent <agentId>', 'agent id')
-    .option('--as-of <iso>', 'decide as of this instant (default: now)', isoTime('--as-of'))
-    .action(async (o) => {
-      const asOf: number = o.asOf ?? Date.now();
-      printJson(await withClient((c) => c.consolidate({ agentId: o.agent, asOf })));
+    .option('--as-of <iso>', 'decide as of this instant (default: now)')
+    .action(async (raw: Record<string, unknown>, command: Command) => {
+      const input = parseOptions(consolidateOptions, raw, command);
+      printJson(await withClient((c) => c.consolidate(input)));
     });
 
   const schedule = program
@@ -42,12 +42,18 @@ export function registerNightlyCommands(program: Command): void {
     .command('pause')
     .description('stop taking runs until unpaused')
     .option('--note <text>', 'why')
-    .action((o) => nightly((s) => s.pause(o.note)));
+    .action((raw: Record<string, unknown>, command: Command) => {
+      const { note } = parseOptions(scheduleNoteOptions, raw, command);
+      return nightly((s) => s.pause(note));
+    });
   schedule
     .command('unpause')
     .description('take runs again')
     .option('--note <text>', 'why')
-    .action((o) => nightly((s) => s.unpause(o.note)));
+    .action((raw: Record<string, unknown>, command: Command) => {
+      const { note } = parseOptions(scheduleNoteOptions, raw, command);
+      return nightly((s) => s.unpause(note));
+    });
   schedule
     .command('trigger')
     .description('start a nightly run now (skipped if one is running)')
@@ -55,16 +61,17 @@ export function registerNightlyCommands(program: Command): void {
   schedule
     .command('backfill')
     .description('take the runs missed between two instants, each as of its own night')
-    .requiredOption('--from <iso>', 'start', isoTime('--from'))
-    .requiredOption('--to <iso>', 'end', isoTime('--to'))
-    .action((o) =>
-      nightly(async (s) => {
-        await s.backfill(new Date(o.from), new Date(o.to));
+    .requiredOption('--from <iso>', 'start')
+    .requiredOption('--to <iso>', 'end')
+    .action((raw: Record<string, unknown>, command: Command) => {
+      const { from, to } = parseOptions(backfillOptions, raw, command);
+      return nightly(async (s) => {
+        await s.backfill(new Date(from), new Date(to));
         return {
           backfilled: s.scheduleId,
-          from: new Date(o.from).toISOString(),
-          to: new Date(o.to).toISOString(),
+          from: new Date(from).toISOString(),
+          to: new Date(to).toISOString(),
         };
-      }),
-    );
+      });
+    });
 }

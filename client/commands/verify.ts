@@ -1,6 +1,10 @@
 import type { Command } from 'commander';
+import { z } from 'zod';
 import type { VerifyReport } from '../../store/verify';
 import { printJson, withClient } from './context';
+import { parseOptions, switchFlag } from './options';
+
+export const verifyOptions = z.object({ agent: z.string().optional(), json: switchFlag });
 
 function printReport(report: VerifyReport): void {
   const { ids, tombstones } = report.checked;
@@ -18,7 +22,8 @@ export function registerVerifyCommands(program: Command): void {
     )
     .option('-a, --agent <agentId>', 'one agent (default: every registered agent)')
     .option('--json', 'print the report as JSON')
-    .action(async (o: { agent?: string; json?: boolean }) => {
+    .action(async (raw: Record<string, unknown>, command: Command) => {
+      const o = parseOptions(verifyOptions, raw, command);
       const report = await withClient((c) => c.verify(o.agent !== undefined ? { agentId: o.agent } : {}));
       if (o.json) printJson(report);
       else printReport(report);

@@ -1,35 +1,100 @@
 import type { Command } from 'commander';
-import { InvalidInputError } from '../../core/errors';
+import { z } from 'zod';
 import { describePin, type Pin, type WindowView } from '../../core/window';
 import { WindowClient } from '../window';
 import { config, printJson, withClient } from './context';
+import { keyNumberPairs, numeric, parseOptions, switchFlag } from './options';
 
-function number(flag: string) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (value.trim() === '' || !Number.isFinite(n)) throw new InvalidInputError(`${flag} must be a number`);
-    return n;
-  };
-}
-
-/** `explicit`, `loop:<loopId>` or `until:<turn>`. */
-export function parsePin(spec: string): Pin {
+/** `explicit`, `loop:<loopId>` or `until:<turn>` as the pin it names; the client judges ids and turns. */
+export const pinSpec = z.string().transform((spec, ctx): Pin => {
   if (spec === 'explicit') return { kind: 'explicit' };
   const loop = /^loop:(.+)$/.exec(spec);
   if (loop) return { kind: 'toolLoop', loopId: loop[1]! };
   const until = /^until:(\d+)$/.exec(spec);
   if (until) return { kind: 'untilTurn', expiresAtTurn: Number(until[1]) };
-  throw new InvalidInputError('--pin must be explicit, loop:<loopId> or until:<turn>');
-}
+  ctx.addIssue({ code: 'custom', message: 'must be explicit, loop:<loopId> or until:<turn>' });
+  return z.NEVER;
+});
 
-function collectScore(value: string, scores: Record<string, number>): Record<string, number> {
-  const at = value.lastIndexOf('=');
-  const salience = Number(value.slice(at + 1));
-  if (at <= 0 || value.slice(at + 1).trim() === '' || !Number.isFinite(salience)) {
-    throw new InvalidInputError('--score must be <segment>=<salience>');
-  }
-  return { ...scores, [value.slice(0, at)]: salience };
-}
+export const openOptions = z
+  .object({
+    session: z.string(),
+    tokens: numeric.optional(),
+    decay: numeric.optional(),
+    threshold: numeric.optional(),
+    margin: numeric.optional(),
+  })
+  .transform((o) => ({
+    session: o.session,
+    // Only the settings given: the rest come from the configuration.
+    overrides: {
+      ...(o.tokens !== undefined && { capacity: o.tokens }),
+      ...(o.decay !== undefined && { decay: o.decay }),
+      ...(o.threshold !== undefined && { rehydrationThreshold: o.threshold }),
+      ...(o.margin !== undefined && { margin: o.margin }),
+    },
+  }));
+
+export const showOptions = z.object({ session: z.string(), json: switchFlag });
+
+export const admitOptions = z
+  .object({
+    session: z.string(),
+    segment: z.string(),
+    tokens: numeric,
+    salience: numeric,
+    label: z.string().optional(),
+    pin: pinSpec.optional(),
+  })
+  .transform(({ session, segment, ...o }) => ({
+    session,
+    input: {
+      segmentId: segment,
+      tokens: o.tokens,
+      salience: o.salience,
+      ...(o.label !== undefined && { label: o.label }),
+      ...(o.pin && { pin: o.pin }),
+    },
+  }));
+
+export const rehydrateOptions = z
+  .object({
+    session: z.string(),
+    segment: z.string(),
+    salience: numeric,
+    tokens: numeric.optional(),
+    label: z.string().optional(),
+  })
+  .transform(({ session, segment, ...o }) => ({
+    session,
+    input: {
+      segmentId: segment,
+      salience: o.salience,
+      ...(o.tokens !== undefined && { tokens: o.tokens }),
+      ...(o.label !== undefined && { label: o.label }),
+    },
+  }));
+
+export const pinOptions = z
+  .object({ session: z.string(), segment: z.string(), pin: pinSpec })
+  .transform((o) => ({ session: o.session, input: { segmentId: o.segment, pin: o.pin } }));
+
+export const unpinOptions = z
+  .object({ session: z.string(), segment: z.string().optional(), loop: z.string().optional() })
+  .refine((o) => (o.segment === undefined) !== (o.loop === undefined), {
+    path: ['loop'],
+    message: 'give either a segment id or --loop <loopId>',
+  })
+  .transform((o) => ({
+    session: o.session,
+    input: o.segment !== undefined ? { segmentId: o.segment } : { loopId: o.loop! },
+  }));
+
+export const turnOptions = z
+  .object({ session: z.string(), score: keyNumberPairs('<segment>=<salience>').default({}) })
+  .transform((o) => ({ session: o.session, input: { scores: o.score } }));
+
+export const closeOptions = z.object({ session: z.string() });
 
 function table(header: string[], rows: string[][]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
@@ -99,20 +164,14 @@ export function registerWindowCommands(program: Command): void {
     .command('open')
     .description('open a session window (defaults from MEMGATE_WINDOW_* and MEMGATE_REHYDRATION_*)')
     .argument('<session>', 'session id')
-    .option('--tokens <n>', 'token capacity', number('--tokens'))
-    .option('--decay <x>', 'per-turn salience multiplier', number('--decay'))
-    .option('--threshold <x>', 'least salience to rehydrate', number('--threshold'))
-    .option('--margin <x>', 'how much a rehydration must beat what it displaces', number('--margin'))
-    .action(async (session: string, o) => {
-      const view = await windows((w) =>
-        w.open(session, {
-          ...(o.tokens !== undefined && { capacity: o.tokens }),
-          ...(o.decay !== undefined && { decay: o.decay }),
-          ...(o.threshold !== undefined && { rehydrationThreshold: o.threshold }),
-          ...(o.margin !== undefined && { margin: o.margin }),
-        }),
-      );
-      console.log(renderWindow(session, view));
+    .option('--tokens <n>', 'token capacity')
+    .option('--decay <x>', 'per-turn salience multiplier')
+    .option('--threshold <x>', 'least salience to rehydrate')
+    .option('--margin <x>', 'how much a rehydration must beat what it displaces')
+    .action(async (session: string, raw: Record<string, unknown>, command: Command) => {
+      const o = parseOptions(openOptions, { ...raw, session }, command);
+      const view = await windows((w) => w.open(o.session, o.overrides));
+      console.log(renderWindow(o.session, view));
     });
 
   window
@@ -120,10 +179,11 @@ export function registerWindowCommands(program: Command): void {
     .description('the segments in the window and the eviction records it keeps, as tables')
     .argument('<session>', 'session id')
     .option('--json', 'print the window as JSON')
-    .action(async (session: string, o) => {
-      const view = await windows((w) => w.show(session));
+    .action(async (session: string, raw: Record<string, unknown>, command: Command) => {
+      const o = parseOptions(showOptions, { ...raw, session }, command);
+      const view = await windows((w) => w.show(o.session));
       if (o.json) printJson(view);
-      else console.log(renderWindow(session, view));
+      else console.log(renderWindow(o.session, view));
     });
 
   window
@@ -131,22 +191,13 @@ export function registerWindowCommands(program: Command): void {
     .description('take a new segment in; the lowest-salience unpinned segments make room')
     .argument('<session>', 'session id')
     .argument('<segment>', 'segment id')
-    .requiredOption('--tokens <n>', 'size in tokens', number('--tokens'))
-    .requiredOption('--salience <s>', 'salience in [0, 1]', number('--salience'))
+    .requiredOption('--tokens <n>', 'size in tokens')
+    .requiredOption('--salience <s>', 'salience in [0, 1]')
     .option('--label <text>', 'what the segment holds')
-    .option('--pin <spec>', 'explicit, loop:<loopId> or until:<turn>', parsePin)
-    .action(async (session: string, segmentId: string, o) => {
-      printJson(
-        await windows((w) =>
-          w.admit(session, {
-            segmentId,
-            tokens: o.tokens,
-            salience: o.salience,
-            ...(o.label !== undefined && { label: o.label }),
-            ...(o.pin && { pin: o.pin }),
-          }),
-        ),
-      );
+    .option('--pin <spec>', 'explicit, loop:<loopId> or until:<turn>')
+    .action(async (session: string, segment: string, raw: Record<string, unknown>, command: Command) => {
+      const o = parseOptions(admitOptions, { ...raw, session, segment }, command);
+      printJson(await windows((w) => w.admit(o.session, o.input)));
     });
 
   window
@@ -154,20 +205,12 @@ export function registerWindowCommands(program: Command): void {
     .description('bring an evicted segment back, or say why not (RehydrationBlocked)')
     .argument('<session>', 'session id')
     .argument('<segment>', 'segment id')
-    .requiredOption('--salience <s>', 'its salience now, in [0, 1]', number('--salience'))
-    .option('--tokens <n>', 'size, for a segment this window never held', number('--tokens'))
+    .requiredOption('--salience <s>', 'its salience now, in [0, 1]')
+    .option('--tokens <n>', 'size, for a segment this window never held')
     .option('--label <text>', 'what the segment holds')
-    .action(async (session: string, segmentId: string, o) => {
-      printJson(
-        await windows((w) =>
-          w.rehydrate(session, {
-            segmentId,
-            salience: o.salience,
-            ...(o.tokens !== undefined && { tokens: o.tokens }),
-            ...(o.label !== undefined && { label: o.label }),
-          }),
-        ),
-      );
+    .action(async (session: string, segment: string, raw: Record<string, unknown>, command: Command) => {
+      const o = parseOptions(rehydrateOptions, { ...raw, session, segment }, command);
+      printJson(await windows((w) => w.rehydrate(o.session, o.input)));
     });
 
   window
@@ -175,9 +218,10 @@ export function registerWindowCommands(program: Command): void {
     .description('pin a resident segment')
     .argument('<session>', 'session id')
     .argument('<segment>', 'segment id')
-    .requiredOption('--pin <spec>', 'explicit, loop:<loopId> or until:<turn>', parsePin)
-    .action(async (session: string, segmentId: string, o) => {
-      printJson(await windows((w) => w.pin(session, { segmentId, pin: o.pin })));
+    .requiredOption('--pin <spec>', 'explicit, loop:<loopId> or until:<turn>')
+    .action(async (session: string, segment: string, raw: Record<string, unknown>, command: Command) => {
+      const o = parseOptions(pinOptions, { ...raw, session, segment }, command);
+      printJson(await windows((w) => w.pin(o.session, o.input)));
     });
 
   window
@@ -186,29 +230,34 @@ export function registerWindowCommands(program: Command): void {
     .argument('<session>', 'session id')
     .argument('[segment]', 'segment id')
     .option('--loop <loopId>', 'the tool loop that ended')
-    .action(async (session: string, segmentId: string | undefined, o) => {
-      if ((segmentId === undefined) === (o.loop === undefined)) {
-        throw new InvalidInputError('give either a segment id or --loop <loopId>');
-      }
-      printJson(
-        await windows((w) => w.unpin(session, segmentId !== undefined ? { segmentId } : { loopId: o.loop })),
-      );
-    });
+    .action(
+      async (
+        session: string,
+        segment: string | undefined,
+        raw: Record<string, unknown>,
+        command: Command,
+      ) => {
+        const o = parseOptions(unpinOptions, { ...raw, session, segment }, command);
+        printJson(await windows((w) => w.unpin(o.session, o.input)));
+      },
+    );
 
   window
     .command('turn')
     .description('advance one turn: scored segments take their score, the rest decay')
     .argument('<session>', 'session id')
-    .option('--score <segment=salience>', "this turn's salience of a segment (repeatable)", collectScore, {})
-    .action(async (session: string, o) => {
-      printJson(await windows((w) => w.advanceTurn(session, { scores: o.score })));
+    .option('--score <segment=salience...>', "this turn's salience of a segment (repeatable)")
+    .action(async (session: string, raw: Record<string, unknown>, command: Command) => {
+      const o = parseOptions(turnOptions, { ...raw, session }, command);
+      printJson(await windows((w) => w.advanceTurn(o.session, o.input)));
     });
 
   window
     .command('close')
     .description('end the session: prints its summary; later calls on it are refused (Conflict)')
     .argument('<session>', 'session id')
-    .action(async (session: string) => {
-      printJson(await windows((w) => w.close(session)));
+    .action(async (session: string, raw: Record<string, unknown>, command: Command) => {
+      const o = parseOptions(closeOptions, { ...raw, session }, command);
+      printJson(await windows((w) => w.close(o.session)));
     });
 }
