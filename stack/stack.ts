@@ -51,7 +51,7 @@ export interface StackEndpoints {
 
 type Log = (line: string) => void;
 
-function expandHome(p: string): string {
+export function expandHome(p: string): string {
   return p === '~' || p.startsWith('~/') ? join(homedir(), p.slice(1)) : p;
 }
 

@@ -1,0 +1,62 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pythonWithTemporal, runPython } from '../support/python';
+import { startTestEnv, type TestEnv } from '../support/env';
+import { expectVerified } from '../support/verify';
+
+/**
+ * An agent written in Python reaches memgate with the official Temporal SDK alone: an
+ * update-with-start to the agent's `agentMemory` workflow and its `write` Update, with a JSON
+ * payload. The same validator guards it as guards the TypeScript client.
+ */
+let env: TestEnv;
+let python: string;
+
+beforeAll(async () => {
+  env = await startTestEnv();
+  python = await pythonWithTemporal(env.config.cacheDir);
+}, 900_000);
+afterAll(async () => {
+  await env?.close();
+});
+
+const write = (request: unknown) =>
+  runPython(python, 'write_memory.py', [
+    env.endpoints.temporalAddress,
+    env.config.temporalNamespace,
+    env.config.taskQueue,
+    JSON.stringify(request),
+  ]);
+
+describe('a Python agent, through the Temporal Python SDK', () => {
+  it('writes through the write Update, and the TypeScript client recalls it', async () => {
+    const agentId = env.agent('python');
+    const request = {
+      agentId,
+      entries: [
+        {
+          text: 'The Lisbon office opens at 08:30 on weekdays.',
+          kind: 'fact',
+          salience: 0.9,
+          idempotencyKey: 'lisbon-hours',
+        },
+      ],
+    };
+    const result = (await write(request)) as { entries: { id: string; status: string }[] };
+    expect(result.entries).toHaveLength(1);
+    expect(result.entries[0]!.status).toBe('created');
+    const { hits } = await env.client.recall({ agentId, query: 'Lisbon office opens' });
+    expect(hits.map((h) => h.id)).toEqual([result.entries[0]!.id]);
+    // Sent again with the same idempotency key, it is the same entry, not a second one.
+    const again = (await write(request)) as { entries: { id: string; status: string }[] };
+    expect(again.entries).toEqual([{ id: result.entries[0]!.id, status: 'existing' }]);
+    await expectVerified(env, agentId);
+  });
+
+  it('gets a typed refusal for a bad payload, and nothing is written', async () => {
+    const agentId = env.agent('python-bad');
+    const refused = await write({ agentId, entries: [{ text: '', salience: 7 }] });
+    expect(refused).toMatchObject({ error: { type: 'InvalidInput' } });
+    expect((refused as { error: { message: string } }).error.message).toMatch(/entries\.0\.(text|salience)/);
+    expect(await env.store.hot.countDocuments({ agentId })).toBe(0);
+  });
+});
