@@ -24,7 +24,14 @@ import { config, resolveEndpoints } from '../client/commands/context';
 import { commaList, numeric, parseOptions } from '../client/commands/options';
 
 /** The shared LongMemEval-S sample, beside the repository. */
-const DEFAULT_DATA = resolve(__dirname, '..', '..', 'shared', 'data', 'longmemeval-s');
+// Beside the repository: two levels up from audit/ in the sources, three from dist/audit/.
+const DEFAULT_DATA = resolve(
+  __dirname,
+  ...(__filename.endsWith('.js') ? ['..', '..', '..'] : ['..', '..']),
+  'shared',
+  'data',
+  'longmemeval-s',
+);
 
 /**
  * The audit starts its own workflow, so its options are checked here, before anything

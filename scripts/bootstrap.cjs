@@ -1,14 +1,56 @@
 #!/usr/bin/env node
 // Entry point of `npm start`, `npm test` and `npm run bench` on a fresh clone: installs the
-// npm dependencies when they are missing or stale, then hands over to the TypeScript code,
-// which obtains and starts the servers it needs. Plain CommonJS: it runs before node_modules exists.
+// npm dependencies when they are missing or stale, compiles the runtime code to dist/ when it
+// is missing or older than its sources, then hands over to the code, which obtains and starts
+// the servers it needs. Plain CommonJS: it runs before node_modules exists.
+//
+// It also exports `distIsCurrent`, the check bin/memgate.cjs makes before running dist/.
 const { spawnSync } = require('node:child_process');
-const { existsSync, statSync } = require('node:fs');
+const { existsSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } = require('node:fs');
 const { join } = require('node:path');
 
 const root = join(__dirname, '..');
-const marker = join(root, 'node_modules', '.package-lock.json');
-const lock = join(root, 'package-lock.json');
+const dist = join(root, 'dist');
+// Written after each successful build, with the time the build started as its mtime.
+const stamp = join(dist, '.stamp');
+const buildConfig = join(root, 'tsconfig.build.json');
+
+/** The newest mtime (ms) of the .ts files under `dir`, or 0 when there are none. */
+function newestTs(dir) {
+  let newest = 0;
+  let entries;
+  try {
+    entries = readdirSync(dir, { withFileTypes: true });
+  } catch {
+    return 0; // a folder that does not exist (yet) has no sources
+  }
+  for (const e of entries) {
+    const path = join(dir, e.name);
+    if (e.isDirectory()) newest = Math.max(newest, newestTs(path));
+    else if (e.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/**
+ * Whether dist/ holds a complete build of the current sources: its stamp is at least as new
+ * as every .ts file under the folders tsconfig.build.json compiles and as both tsconfig
+ * files. A build stamps the time it started, so a file saved while it ran counts as newer.
+ * About a hundred stat calls: a few milliseconds.
+ */
+function distIsCurrent() {
+  let built;
+  try {
+    built = statSync(stamp).mtimeMs;
+    statSync(join(dist, 'client', 'cli.js'));
+  } catch {
+    return false;
+  }
+  const { include } = JSON.parse(readFileSync(buildConfig, 'utf8'));
+  const sources = [statSync(buildConfig).mtimeMs, statSync(join(root, 'tsconfig.json')).mtimeMs];
+  for (const dir of include) sources.push(newestTs(join(root, dir)));
+  return Math.max(...sources) <= built;
+}
 
 function run(cmd, args) {
   const r = spawnSync(cmd, args, { cwd: root, stdio: 'inherit' });
@@ -16,25 +58,54 @@ function run(cmd, args) {
   return r.status ?? 1;
 }
 
-if (!existsSync(marker) || statSync(lock).mtimeMs > statSync(marker).mtimeMs) {
-  console.log('[memgate] installing npm dependencies (npm ci)');
-  const status = run('npm', ['ci', '--no-audit', '--no-fund']);
-  if (status !== 0) process.exit(status);
-}
-
-// Ctrl-C reaches the child too; wait for it to shut down cleanly instead of dying first.
-process.on('SIGINT', () => {});
-process.on('SIGTERM', () => {});
-
 const bin = (name) => join(root, 'node_modules', '.bin', name);
-const [task, ...rest] = process.argv.slice(2);
-const commands = {
-  start: [bin('tsx'), ['client/cli.ts', 'start', ...rest]],
-  test: [bin('vitest'), ['run', ...rest]],
-  bench: [bin('tsx'), ['bench/run.ts', ...rest]],
-};
-if (!commands[task]) {
-  console.error(`usage: bootstrap.cjs ${Object.keys(commands).join('|')}`);
-  process.exit(2);
+
+/**
+ * `tsc -p tsconfig.build.json` (incremental). On a type error the stamp is not written: the
+ * code still runs, from its TypeScript sources (bin/memgate.cjs), never from a stale dist/.
+ */
+function build() {
+  console.log('[memgate] compiling to dist/ (npm run build)');
+  const started = Date.now();
+  if (run(bin('tsc'), ['-p', 'tsconfig.build.json']) !== 0) {
+    console.error('[memgate] the build failed: memgate runs from its TypeScript sources (slower start)');
+    return false;
+  }
+  writeFileSync(stamp, `${new Date(started).toISOString()}\n`);
+  utimesSync(stamp, started / 1000, started / 1000);
+  return true;
 }
-process.exit(run(...commands[task]));
+
+function main() {
+  const marker = join(root, 'node_modules', '.package-lock.json');
+  const lock = join(root, 'package-lock.json');
+  if (!existsSync(marker) || statSync(lock).mtimeMs > statSync(marker).mtimeMs) {
+    console.log('[memgate] installing npm dependencies (npm ci)');
+    const status = run('npm', ['ci', '--no-audit', '--no-fund']);
+    if (status !== 0) process.exit(status);
+  }
+
+  const [task, ...rest] = process.argv.slice(2);
+  const commands = {
+    start: [process.execPath, ['bin/memgate.cjs', 'start', ...rest]],
+    test: [bin('vitest'), ['run', ...rest]],
+    bench: [bin('tsx'), ['bench/run.ts', ...rest]],
+    build: null,
+  };
+  if (!(task in commands)) {
+    console.error(`usage: bootstrap.cjs ${Object.keys(commands).join('|')}`);
+    process.exit(2);
+  }
+  // `npm run build` always compiles (incrementally); the others only when dist/ is not current.
+  // The integration tests and the startup benchmark run bin/memgate.cjs, so they get dist/ too.
+  if (task === 'build') process.exit(build() ? 0 : 1);
+  if (!distIsCurrent()) build();
+
+  // Ctrl-C reaches the child too; wait for it to shut down cleanly instead of dying first.
+  process.on('SIGINT', () => {});
+  process.on('SIGTERM', () => {});
+  process.exit(run(...commands[task]));
+}
+
+module.exports = { distIsCurrent };
+if (require.main === module) main();

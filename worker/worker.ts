@@ -1,4 +1,4 @@
-import { join } from 'node:path';
+import { extname, join } from 'node:path';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, createAuditWorkerActivities } from '../activities';
 import { auditTaskQueue } from '../audit/workflow';
@@ -39,6 +39,7 @@ export async function createMemgateWorker(
 ): Promise<WorkerHandle> {
   return startWorker(config, endpoints, {
     taskQueue: config.taskQueue,
+    // Run from dist/, the bundler takes the compiled dist/workflows/index.js; under tsx, the .ts.
     workflows: opts.workflowBundle
       ? { workflowBundle: opts.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') },
@@ -50,9 +51,9 @@ export async function createMemgateWorker(
 export async function createAuditWorker(config: Config, endpoints: Endpoints): Promise<WorkerHandle> {
   return startWorker(config, endpoints, {
     taskQueue: auditTaskQueue(config.taskQueue),
-    // A file path, not a module name: memgate runs from its TypeScript sources (bin/memgate.cjs),
-    // and the test runner's `require` does not resolve `.ts`.
-    workflows: { workflowsPath: join(__dirname, '..', 'audit', 'workflow.ts') },
+    // A file path, not a module name: the test runner's `require` does not resolve `.ts`. The
+    // file beside this one's kind: dist/'s compiled .js, or the .ts sources under tsx and vitest.
+    workflows: { workflowsPath: join(__dirname, '..', 'audit', `workflow${extname(__filename)}`) },
     activities: (store) => createAuditWorkerActivities({ store, config }),
   });
 }
