@@ -82,6 +82,20 @@ function layers() {
       ),
     },
     {
+      // The HTTP API answers through the client (MemgateClient, WindowClient), never the store.
+      files: ['server/**/*.ts'],
+      rules: rule(
+        [
+          notBench,
+          {
+            regex: '^(?!zod$|fastify$|\\./|\\.\\./(core|client)/)',
+            message: 'server/ imports only core, client, fastify and zod.',
+          },
+        ],
+        [mongodb],
+      ),
+    },
+    {
       files: ['activities/*.ts', 'audit/activities.ts', 'audit/longMemEval.ts'],
       rules: rule(
         [

@@ -3,8 +3,10 @@ import { MemgateError } from '../core/errors';
 import { registerAuditCommands } from '../audit/command';
 import { registerImpossibleCommands } from './commands/impossible';
 import { registerNightlyCommands } from './commands/nightly';
+import { registerKeyCommands } from './commands/keys';
 import { registerMemoryCommands } from './commands/memory';
 import { registerPolicyCommands } from './commands/policy';
+import { registerServeCommands } from './commands/serve';
 import { registerStackCommands } from './commands/stack';
 import { registerVerifyCommands } from './commands/verify';
 import { registerWorkerCommands } from './commands/worker';
@@ -24,6 +26,8 @@ export function buildProgram(): Command {
   registerNightlyCommands(program);
   registerVerifyCommands(program);
   registerPolicyCommands(program);
+  registerKeyCommands(program);
+  registerServeCommands(program);
   return program;
 }
 

@@ -7,7 +7,9 @@ import {
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
-import { StackUnavailableError } from '../core/errors';
+import { StackUnavailableError, UnauthenticatedError } from '../core/errors';
+import type { KeyScope } from '../core/keys';
+import { authenticate } from '../store/keys';
 import type { Config } from '../core/config';
 import {
   memoryPolicy,
@@ -248,6 +250,16 @@ export class MemgateClient {
         batch: this.config.nightlyBatch,
       }),
     );
+  }
+
+  /**
+   * The scope of a live API key (`Authorization: Bearer <key>` on the servers), or
+   * Unauthenticated; the key itself is compared with its stored digest only.
+   */
+  async authenticate(key: string): Promise<KeyScope> {
+    const scope = await typed(() => authenticate(this.store, key));
+    if (!scope) throw new UnauthenticatedError('no live API key: create one with `memgate keys create`');
+    return scope;
   }
 
   async close(): Promise<void> {

@@ -120,6 +120,20 @@ export const CONFIG_SPECS = {
     default: '55432',
     doc: "local PostgreSQL port (FerretDB's storage); off 5432 so a system PostgreSQL is never reused",
   }),
+  httpPort: spec({
+    env: 'MEMGATE_HTTP_PORT',
+    schema: port,
+    allowed: 'a TCP port 1-65535',
+    default: '8787',
+    doc: 'port of the HTTP API (`memgate serve`, `npm start`)',
+  }),
+  httpHost: spec({
+    env: 'MEMGATE_HTTP_HOST',
+    schema: text,
+    allowed: 'a host name or IP address of this machine',
+    default: '127.0.0.1',
+    doc: 'address the HTTP API listens on; only this machine by default',
+  }),
   logLevel: spec({
     env: 'MEMGATE_LOG_LEVEL',
     schema: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']),

@@ -24,7 +24,9 @@ export type MemgateErrorType =
   | 'NotFound'
   | 'Conflict'
   | 'StackUnavailable'
-  | 'ModelError';
+  | 'ModelError'
+  | 'Unauthenticated'
+  | 'Forbidden';
 
 export interface Issue {
   /** Dotted path of the offending field, e.g. `entries.2.salience`. */
@@ -96,4 +98,14 @@ export class ModelError extends MemgateError {
     super(message, details);
     this.retryable = retryable;
   }
+}
+
+/** A call to a server (HTTP, MCP) without a live API key: missing, malformed, unknown or revoked. */
+export class UnauthenticatedError extends MemgateError {
+  readonly type = 'Unauthenticated' as const;
+}
+
+/** A call whose key does not cover the agent (or session) it names; nothing was read or changed. */
+export class ForbiddenError extends MemgateError {
+  readonly type = 'Forbidden' as const;
 }

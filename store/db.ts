@@ -115,6 +115,15 @@ export interface EntryIdRecord {
   agentId: string;
 }
 
+/** An API key: its id, the digest of its secret, and the agents it may act for (core/keys.ts). */
+export interface ApiKeyRecord {
+  _id: string;
+  hash: string;
+  agents: string;
+  createdAt: number;
+  revokedAt?: number;
+}
+
 /** The one stored policy (store/policy.ts), with how many times it was applied. */
 export interface PolicyRecord extends Policy {
   _id: 'policy';
@@ -134,6 +143,7 @@ export interface Collections {
   runs: Collection<{ _id: string } & Record<string, unknown>>;
   auditRecords: Collection<{ _id: string } & Record<string, unknown>>;
   policy: Collection<PolicyRecord>;
+  apiKeys: Collection<ApiKeyRecord>;
 }
 
 export interface Store extends Collections {
@@ -223,12 +233,14 @@ export async function openStore(uri: string, database: string): Promise<Store> {
     runs: db.collection('runs'),
     auditRecords: db.collection('audit_records'),
     policy: db.collection<PolicyRecord>('policy'),
+    apiKeys: db.collection<ApiKeyRecord>('api_keys'),
     close: () => client.close(),
   };
   return store;
 }
 
-type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords' | 'policy'>;
+// Read by `_id` only.
+type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords' | 'policy' | 'apiKeys'>;
 
 /**
  * The one list of secondary indexes. Every query the store runs on a hot path is equality

@@ -2,7 +2,9 @@ import type { Command } from 'commander';
 import { stackDown, stackUp } from '../../stack/stack';
 import { createMemgateWorker } from '../../worker/worker';
 import { ensureNightlySchedule } from '../schedule';
+import { MemgateClient } from '../client';
 import { config, resolveEndpoints } from './context';
+import { announce, startHttpServer } from './serve';
 
 export function registerWorkerCommands(program: Command): void {
   program
@@ -33,8 +35,20 @@ export function registerWorkerCommands(program: Command): void {
         console.log(
           `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${endpoints.mongoUri}`,
         );
-        console.log(`Temporal UI: ${ui}   (Ctrl-C stops everything)`);
-        await handle.run();
+        // The HTTP API beside the worker; the worker's run ends on Ctrl-C, and the API with it.
+        const client = await MemgateClient.connect(c, endpoints);
+        try {
+          const server = await startHttpServer(client, c);
+          console.log(announce(server));
+          console.log(`Temporal UI: ${ui}   (Ctrl-C stops everything)`);
+          try {
+            await handle.run();
+          } finally {
+            await server.close();
+          }
+        } finally {
+          await client.close();
+        }
       } finally {
         if (started.length) {
           const stopped = await stackDown(c, started);

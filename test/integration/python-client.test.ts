@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHttpServer, type RunningServer } from '../../client/commands/serve';
+import { createKey } from '../../store/keys';
 import { pythonWithTemporal, runPython } from '../support/python';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
@@ -6,16 +8,20 @@ import { expectVerified } from '../support/verify';
 /**
  * An agent written in Python reaches memgate with the official Temporal SDK alone: an
  * update-with-start to the agent's `agentMemory` workflow and its `write` Update, with a JSON
- * payload. The same validator guards it as guards the TypeScript client.
+ * payload; then it recalls over the HTTP API with an API key. The same validator guards it as
+ * guards the TypeScript client.
  */
 let env: TestEnv;
 let python: string;
+let server: RunningServer;
 
 beforeAll(async () => {
   env = await startTestEnv();
   python = await pythonWithTemporal(env.config.cacheDir);
+  server = await startHttpServer(env.client, env.config, { port: 0 });
 }, 900_000);
 afterAll(async () => {
+  await server?.close();
   await env?.close();
 });
 
@@ -28,7 +34,7 @@ const write = (request: unknown) =>
   ]);
 
 describe('a Python agent, through the Temporal Python SDK', () => {
-  it('writes through the write Update, and the TypeScript client recalls it', async () => {
+  it('writes through the write Update, and recalls over HTTP with its API key', async () => {
     const agentId = env.agent('python');
     const request = {
       agentId,
@@ -44,8 +50,19 @@ describe('a Python agent, through the Temporal Python SDK', () => {
     const result = (await write(request)) as { entries: { id: string; status: string }[] };
     expect(result.entries).toHaveLength(1);
     expect(result.entries[0]!.status).toBe('created');
-    const { hits } = await env.client.recall({ agentId, query: 'Lisbon office opens' });
-    expect(hits.map((h) => h.id)).toEqual([result.entries[0]!.id]);
+    // Then recalled over the HTTP API with an API key, from Python too.
+    const { key } = await createKey(env.store, agentId, Date.now());
+    const recalled = (await runPython(python, 'recall_http.py', [
+      server.url,
+      key,
+      agentId,
+      'Lisbon office opens',
+    ])) as { hits: { id: string; text: string }[] };
+    expect(recalled.hits.map((h) => [h.id, h.text])).toEqual([
+      [result.entries[0]!.id, 'The Lisbon office opens at 08:30 on weekdays.'],
+    ]);
+    const otherAgent = await runPython(python, 'recall_http.py', [server.url, key, env.agent('x'), 'Lisbon']);
+    expect(otherAgent).toMatchObject({ status: 403, error: { type: 'Forbidden' } });
     // Sent again with the same idempotency key, it is the same entry, not a second one.
     const again = (await write(request)) as { entries: { id: string; status: string }[] };
     expect(again.entries).toEqual([{ id: result.entries[0]!.id, status: 'existing' }]);

@@ -29,6 +29,10 @@ describe('the layer rules', () => {
     ['client/layer-case.ts', "import { run as x } from '../bench/run';"],
     ['test/unit/layer-case.ts', "import { run as x } from '../../bench/run';"],
     ['audit/records.ts', "import { openStore as x } from '../store/db';"],
+    ['server/layer-case.ts', "import { openStore as x } from '../store/db';"],
+    ['server/layer-case.ts', "import { MongoClient as x } from 'mongodb';"],
+    ['server/layer-case.ts', "import { forget as x } from '../workflows/forget';"],
+    ['server/layer-case.ts', "import { createActivities as x } from '../activities';"],
   ])('refuses %s: %s', async (file, code) => {
     expect(await restricted(file, code)).not.toEqual([]);
   });
@@ -41,6 +45,9 @@ describe('the layer rules', () => {
     ['activities/layer-case.ts', "import { openStore as x } from '../store/db';"],
     ['store/layer-case.ts', "import { MongoClient as x } from 'mongodb';"],
     ['bench/layer-case.ts', "import { simulate as x } from '../sim/simulate';"],
+    ['server/layer-case.ts', "import { MemgateClient as x } from '../client/client';"],
+    ['server/layer-case.ts', "import { agentIdSchema as x } from '../core/entry';"],
+    ['server/layer-case.ts', "import x from 'fastify';"],
   ])('allows %s: %s', async (file, code) => {
     expect(await restricted(file, code)).toEqual([]);
   });

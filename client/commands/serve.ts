@@ -1,0 +1,106 @@
+import type { Command } from 'commander';
+import type { Config } from '../../core/config';
+import { InvalidConfigError } from '../../core/errors';
+import { impossibleQueries } from '../../store/impossible';
+import { requireKey } from '../../server/auth';
+import { buildHttpServer, type ServerDeps } from '../../server/http';
+import { OPENAPI_PATH } from '../../server/openapi';
+import { MemgateClient } from '../client';
+import { WindowClient } from '../window';
+import { config, resolveEndpoints } from './context';
+
+/** What the HTTP API answers from: this client, its windows, and its two servers to probe. */
+export function serverDeps(client: MemgateClient, c: Config): ServerDeps {
+  return {
+    memgate: client,
+    windows: new WindowClient(client.temporal, c),
+    async impossible(request) {
+      const groups = await impossibleQueries(client.store, request);
+      return {
+        ...(request.agentId ? { agentId: request.agentId } : {}),
+        queries: new Set(groups.flatMap((g) => g.queries.map((q) => q.queryId))).size,
+        groups,
+      };
+    },
+    probes: {
+      temporal: () => client.temporal.workflowService.getSystemInfo({}),
+      store: () => client.store.db.command({ ping: 1 }),
+    },
+  };
+}
+
+export interface RunningServer {
+  /** `http://host:port` it listens on. */
+  url: string;
+  close(): Promise<void>;
+}
+
+/** The HTTP API on `MEMGATE_HTTP_HOST`:`MEMGATE_HTTP_PORT` (or the port given; 0 picks one). */
+export async function startHttpServer(
+  client: MemgateClient,
+  c: Config,
+  listen: { port?: number } = {},
+): Promise<RunningServer> {
+  const app = buildHttpServer(serverDeps(client, c), {
+    // Every operation needs a live API key covering what it names (`memgate keys create`).
+    preHandler: requireKey((key) => client.authenticate(key)),
+    onServerError: (err, request) => console.error(`${request.method} ${request.url} failed:`, err),
+  });
+  const host = c.httpHost;
+  try {
+    await app.listen({ host, port: listen.port ?? c.httpPort });
+  } catch (err) {
+    await app.close();
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EADDRINUSE' || code === 'EACCES') {
+      throw new InvalidConfigError(
+        'MEMGATE_HTTP_PORT',
+        'a port this process may listen on and no other does',
+        c.httpPort,
+      );
+    }
+    if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') {
+      throw new InvalidConfigError('MEMGATE_HTTP_HOST', 'a host name or IP address of this machine', host);
+    }
+    throw err;
+  }
+  const address = app.server.address();
+  const port = typeof address === 'object' && address ? address.port : c.httpPort;
+  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`, close: () => app.close() };
+}
+
+export function announce(server: RunningServer): string {
+  return `memgate HTTP API on ${server.url} (OpenAPI at ${OPENAPI_PATH})`;
+}
+
+function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const stop = (signal: NodeJS.Signals) => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve(signal);
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}
+
+export function registerServeCommands(program: Command): void {
+  program
+    .command('serve')
+    .description(
+      'serve the HTTP API (MEMGATE_HTTP_HOST:MEMGATE_HTTP_PORT, OpenAPI at /openapi.json) against the configured servers or a running local stack; writes need a worker (`npm start` runs both)',
+    )
+    .action(async () => {
+      const c = config();
+      const client = await MemgateClient.connect(c, await resolveEndpoints());
+      try {
+        const server = await startHttpServer(client, c);
+        console.log(announce(server));
+        await untilSignal();
+        await server.close();
+      } finally {
+        await client.close();
+      }
+    });
+}

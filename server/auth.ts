@@ -1,0 +1,34 @@
+import type { FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import { UnauthenticatedError } from '../core/errors';
+import { assertInScope, type KeyScope } from '../core/keys';
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The caller's key scope, once `requireKey` has checked it. */
+    keyScope?: KeyScope;
+  }
+}
+
+/** The key of `Authorization: Bearer <key>`, or Unauthenticated. */
+export function bearerKey(header: string | undefined): string {
+  const m = /^Bearer ([\x21-\x7e]{1,200})$/.exec(header ?? '');
+  if (!m) throw new UnauthenticatedError('an API key is required: Authorization: Bearer <key>');
+  return m[1]!;
+}
+
+/**
+ * Every operation needs a live key, and the key must cover what the call names: the agent in
+ * the path or query (none: every agent, which needs `*`), or the window session in the path.
+ * Runs before the handler, so an out-of-scope call reads and changes nothing.
+ */
+export function requireKey(authenticate: (key: string) => Promise<KeyScope>): preHandlerAsyncHookHandler {
+  return async (request: FastifyRequest) => {
+    const scope = await authenticate(bearerKey(request.headers.authorization));
+    request.keyScope = scope;
+    const params = (request.params ?? {}) as Record<string, unknown>;
+    const query = (request.query ?? {}) as Record<string, unknown>;
+    const named = (v: unknown) => (typeof v === 'string' ? v : undefined);
+    if (typeof params.sessionId === 'string') assertInScope(scope, params.sessionId, 'session');
+    else assertInScope(scope, named(params.agentId) ?? named(query.agentId));
+  };
+}

@@ -1,0 +1,80 @@
+import Fastify, { type FastifyInstance, type FastifyRequest, type preHandlerAsyncHookHandler } from 'fastify';
+import { MAX_WRITE_BYTES } from '../core/entry';
+import { routeNotFound, toHttpError } from './errors';
+import { OPENAPI_PATH, openApiDocument } from './openapi';
+import { buildRoutes, parseRequest, type ServerDeps } from './routes';
+
+export type { ServerDeps } from './routes';
+
+export interface ServerOptions {
+  /**
+   * Runs before every operation's handler, not before health, readiness or the document: the
+   * place for authentication. `request.routeOptions.config.operationId` names the operation;
+   * a thrown MemgateError answers with its status.
+   */
+  preHandler?: preHandlerAsyncHookHandler;
+  /** Told of every failure answered with a 5xx (the caller sees only its type and message). */
+  onServerError?: (err: unknown, request: FastifyRequest) => void;
+}
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** The OpenAPI operationId of the route. */
+    operationId?: string;
+  }
+}
+
+/** The version of the API the document describes: its paths are under `/v1`. */
+export const API_VERSION = '1.0.0';
+
+/**
+ * Bodies up to twice the largest write, so the client's own byte check (core/entry.ts) names
+ * the entry that is too large; Fastify refuses anything larger with 413.
+ */
+const BODY_LIMIT = 2 * MAX_WRITE_BYTES;
+
+/**
+ * The HTTP API as a Fastify app, over a connected MemgateClient and WindowClient. Not yet
+ * listening: the caller may register more (another mount such as `/mcp`) before `listen`.
+ */
+export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): FastifyInstance {
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT });
+
+  // An empty JSON body reads as no body, so a route whose body is optional takes it.
+  const json = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    const text = body.toString();
+    if (text === '') return done(null, undefined);
+    json(request, text, done);
+  });
+
+  app.setErrorHandler((err, request, reply) => {
+    const { status, body } = toHttpError(err);
+    if (status >= 500) options.onServerError?.(err, request);
+    return reply.code(status).send(body);
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const { status, body } = routeNotFound(request.method, request.url);
+    return reply.code(status).send(body);
+  });
+
+  const routes = buildRoutes(deps);
+  for (const r of routes) {
+    app.route({
+      method: r.method,
+      url: r.path.replace(/\{(\w+)\}/g, ':$1'),
+      config: { operationId: r.operationId },
+      ...(!r.open && options.preHandler && { preHandler: options.preHandler }),
+      handler: async (request, reply) => {
+        const input = parseRequest(r, request);
+        const result = await r.handle(input as Parameters<typeof r.handle>[0]);
+        return reply.code(r.status ?? 200).send(result);
+      },
+    });
+  }
+
+  const document = openApiDocument(routes, API_VERSION);
+  app.get(OPENAPI_PATH, { config: { operationId: 'openapi' } }, async () => document);
+  return app;
+}

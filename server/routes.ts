@@ -1,0 +1,370 @@
+import { z } from 'zod';
+import { zodIssues } from '../core/entry';
+import { InvalidInputError, StackUnavailableError, type Issue } from '../core/errors';
+import { writeLimitsOf } from '../core/policy';
+import type { MemgateClient } from '../client/client';
+import type { WindowClient } from '../client/window';
+import type { HttpErrorType } from './errors';
+import {
+  admitSchema,
+  advanceTurnSchema,
+  agentParams,
+  agentQuery,
+  entryParams,
+  entryResultSchema,
+  forgetResultSchema,
+  healthSchema,
+  impossibleReportSchema,
+  openWindowBodySchema,
+  pinRequestSchema,
+  readySchema,
+  recallBodySchema,
+  recallResultSchema,
+  rehydrateSchema,
+  restoreBodySchema,
+  restoreResultSchema,
+  segmentSchema,
+  sessionParams,
+  turnResultSchema,
+  unpinResultSchema,
+  unpinSchema,
+  verifyReportSchema,
+  windowSummarySchema,
+  windowViewSchema,
+  writeBodySchema,
+  writeResultSchema,
+  type ImpossibleReport,
+} from './schemas';
+
+/** What the server answers from. It reaches the store and Temporal only through these. */
+export interface ServerDeps {
+  memgate: MemgateClient;
+  windows: WindowClient;
+  /** `memgate impossible`: one agent's, or every agent's. */
+  impossible(request: { agentId?: string }): Promise<ImpossibleReport>;
+  /** Readiness: each resolves when the server it names answers, and rejects otherwise. */
+  probes: Record<string, () => Promise<unknown>>;
+}
+
+export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
+
+/**
+ * One operation of the API: its method and path (OpenAPI's `{param}` form), the zod schemas
+ * of what it takes and answers, the MemgateError types it documents, and its handler. The
+ * server registers these and the OpenAPI document is generated from the same list.
+ */
+export interface Route<
+  P extends z.ZodType = z.ZodType,
+  Q extends z.ZodType = z.ZodType,
+  B extends z.ZodType = z.ZodType,
+  R extends z.ZodType = z.ZodType,
+> {
+  method: Method;
+  path: string;
+  operationId: string;
+  summary: string;
+  tag: 'memory' | 'windows' | 'store' | 'service';
+  /** Health, readiness and the document itself: no per-request hook (authentication) runs. */
+  open?: boolean;
+  params?: P;
+  query?: Q;
+  body?: B;
+  /** Whether a request may leave the body out (it then reads as `{}`). */
+  bodyOptional?: boolean;
+  response: R;
+  status?: number;
+  errors: HttpErrorType[];
+  handle(input: {
+    params: z.output<P>;
+    query: z.output<Q>;
+    body: z.output<B>;
+    raw: unknown;
+  }): Promise<z.output<R>>;
+}
+
+/** Infers a route's types from its schemas, and forgets them for the list. */
+function route<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType, R extends z.ZodType>(
+  r: Route<P, Q, B, R>,
+): Route {
+  return r as unknown as Route;
+}
+
+const PROBE_TIMEOUT_MS = 3_000;
+
+async function probe(check: () => Promise<unknown>): Promise<{ ok: boolean; error?: string }> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS);
+  });
+  try {
+    await Promise.race([check(), timeout]);
+    return { ok: true };
+  } catch (err) {
+    return { ok: false, error: err instanceof Error ? err.message : String(err) };
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** A body that names the agent must name the one the path does. */
+function sameAgent(path: string, body: { agentId?: string | undefined }): string {
+  if (body.agentId !== undefined && body.agentId !== path) {
+    throw new InvalidInputError('invalid request', [
+      { path: 'agentId', message: `must be the agent of the path (${path}) or left out` },
+    ]);
+  }
+  return path;
+}
+
+/** The body as the caller sent it, for the client to validate as its own input. */
+function rawObject(raw: unknown): Record<string, unknown> {
+  return raw as Record<string, unknown>;
+}
+
+const WRITE_ERRORS: HttpErrorType[] = ['InvalidInput', 'StackUnavailable'];
+const WINDOW_ERRORS: HttpErrorType[] = ['InvalidInput', 'NotFound', 'Conflict', 'StackUnavailable'];
+
+export function buildRoutes(deps: ServerDeps): Route[] {
+  const { memgate, windows } = deps;
+  const writeBody = writeBodySchema(writeLimitsOf(memgate.policy));
+  return [
+    route({
+      method: 'GET',
+      path: '/healthz',
+      operationId: 'health',
+      summary: 'The process is up (it does not ask Temporal or the store)',
+      tag: 'service',
+      open: true,
+      response: healthSchema,
+      errors: [],
+      handle: async () => ({ status: 'ok' as const }),
+    }),
+    route({
+      method: 'GET',
+      path: '/readyz',
+      operationId: 'ready',
+      summary: 'Temporal and the store answer; 503 StackUnavailable naming the one that does not',
+      tag: 'service',
+      open: true,
+      response: readySchema,
+      errors: ['StackUnavailable'],
+      handle: async () => {
+        const names = Object.keys(deps.probes);
+        const results = await Promise.all(names.map((n) => probe(deps.probes[n]!)));
+        const checks = Object.fromEntries(names.map((n, i) => [n, results[i]!]));
+        const failed = names.filter((n) => !checks[n]!.ok);
+        if (failed.length) {
+          throw new StackUnavailableError(
+            `not ready: ${failed.map((n) => `${n}: ${checks[n]!.error}`).join('; ')}`,
+            { checks },
+          );
+        }
+        return { status: 'ready' as const, checks };
+      },
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/agents/{agentId}/memories',
+      operationId: 'write',
+      summary:
+        "Durably write entries through the agent's workflow; answers once they are stored. A repeated idempotencyKey reports `existing`.",
+      tag: 'memory',
+      params: agentParams,
+      body: writeBody,
+      response: writeResultSchema,
+      errors: WRITE_ERRORS,
+      handle: ({ params, body, raw }) =>
+        memgate.write({ ...rawObject(raw), agentId: sameAgent(params.agentId, body) } as Parameters<
+          MemgateClient['write']
+        >[0]),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/agents/{agentId}/recall',
+      operationId: 'recall',
+      summary:
+        'Recall entries for a query: gated by default; `deep` adds dormant and cold entries, and `missing` (deleted evidence)',
+      tag: 'memory',
+      params: agentParams,
+      body: recallBodySchema,
+      response: recallResultSchema,
+      errors: ['InvalidInput', 'StackUnavailable'],
+      handle: ({ params, body, raw }) =>
+        memgate.recall({ ...rawObject(raw), agentId: sameAgent(params.agentId, body) } as Parameters<
+          MemgateClient['recall']
+        >[0]),
+    }),
+    route({
+      method: 'DELETE',
+      path: '/v1/agents/{agentId}/memories/{entryId}',
+      operationId: 'forget',
+      summary:
+        'Erase an entry from both tiers, the query log and every summary derived from it, leaving a content-free tombstone; erasing it again answers with no tiers',
+      tag: 'memory',
+      params: entryParams,
+      response: forgetResultSchema,
+      errors: ['InvalidInput', 'NotFound', 'StackUnavailable'],
+      handle: ({ params }) => memgate.forget(params),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/agents/{agentId}/memories/{entryId}/restore',
+      operationId: 'restore',
+      summary:
+        'Reverse the supersession of an entry, or with `freshUntil` renew an expired volatile fact; 409 Conflict when there is nothing to restore',
+      tag: 'memory',
+      params: entryParams,
+      body: restoreBodySchema,
+      bodyOptional: true,
+      response: restoreResultSchema,
+      errors: ['InvalidInput', 'NotFound', 'Conflict', 'StackUnavailable'],
+      handle: ({ params, body }) => memgate.restore({ ...params, ...body }),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/impossible',
+      operationId: 'impossible',
+      summary: 'Queries whose deep recall matched deleted evidence, grouped by why it was deleted',
+      tag: 'store',
+      query: agentQuery,
+      response: impossibleReportSchema,
+      errors: ['InvalidInput', 'StackUnavailable'],
+      handle: ({ query }) => deps.impossible(query),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/verify',
+      operationId: 'verify',
+      summary:
+        'Check the store: every id accounted for, one copy per entry, no erased content, every stand-in standing (`ok: false` names the findings)',
+      tag: 'store',
+      query: agentQuery,
+      response: verifyReportSchema,
+      errors: ['InvalidInput', 'StackUnavailable'],
+      handle: ({ query }) => memgate.verify(query),
+    }),
+    route({
+      method: 'PUT',
+      path: '/v1/windows/{sessionId}',
+      operationId: 'openWindow',
+      summary:
+        "Open the session's context window with the configured settings and these overrides, or answer the open one (409 Conflict if its settings differ)",
+      tag: 'windows',
+      params: sessionParams,
+      body: openWindowBodySchema,
+      bodyOptional: true,
+      response: windowViewSchema,
+      errors: ['InvalidInput', 'Conflict', 'StackUnavailable'],
+      handle: ({ params, body }) => windows.open(params.sessionId, body),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/windows/{sessionId}',
+      operationId: 'showWindow',
+      summary: 'The window as it is, or as it was left at its close',
+      tag: 'windows',
+      params: sessionParams,
+      response: windowViewSchema,
+      errors: ['InvalidInput', 'NotFound', 'StackUnavailable'],
+      handle: ({ params }) => windows.show(params.sessionId),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/windows/{sessionId}/admit',
+      operationId: 'admit',
+      summary:
+        'Admit a segment, displacing the lowest-salience unpinned ones if the window is full; 409 RehydrationBlocked if only pinned ones could make room',
+      tag: 'windows',
+      params: sessionParams,
+      body: admitSchema,
+      response: entryResultSchema,
+      errors: [...WINDOW_ERRORS, 'RehydrationBlocked'],
+      handle: ({ params, raw }) => windows.admit(params.sessionId, rawObject(raw) as never),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/windows/{sessionId}/rehydrate',
+      operationId: 'rehydrate',
+      summary:
+        'Bring an evicted segment back, or 409 RehydrationBlocked with the reasons, what it would displace and the pins in the way',
+      tag: 'windows',
+      params: sessionParams,
+      body: rehydrateSchema,
+      response: entryResultSchema,
+      errors: [...WINDOW_ERRORS, 'RehydrationBlocked'],
+      handle: ({ params, raw }) => windows.rehydrate(params.sessionId, rawObject(raw) as never),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/windows/{sessionId}/pin',
+      operationId: 'pin',
+      summary: 'Pin a resident segment (explicit, for a tool loop, or until a turn)',
+      tag: 'windows',
+      params: sessionParams,
+      body: pinRequestSchema,
+      response: segmentSchema,
+      errors: WINDOW_ERRORS,
+      handle: ({ params, raw }) => windows.pin(params.sessionId, rawObject(raw) as never),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/windows/{sessionId}/unpin',
+      operationId: 'unpin',
+      summary: "Release a segment's explicit and turn pins, or end a tool loop and release all of its pins",
+      tag: 'windows',
+      params: sessionParams,
+      body: unpinSchema,
+      response: unpinResultSchema,
+      errors: WINDOW_ERRORS,
+      handle: ({ params, raw }) => windows.unpin(params.sessionId, rawObject(raw) as never),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/windows/{sessionId}/turn',
+      operationId: 'advanceTurn',
+      summary: "Advance the turn: the given segments take this turn's salience, the rest decay",
+      tag: 'windows',
+      params: sessionParams,
+      body: advanceTurnSchema,
+      bodyOptional: true,
+      response: turnResultSchema,
+      errors: WINDOW_ERRORS,
+      handle: ({ params, raw }) => windows.advanceTurn(params.sessionId, (raw ?? {}) as never),
+    }),
+    route({
+      method: 'POST',
+      path: '/v1/windows/{sessionId}/close',
+      operationId: 'closeWindow',
+      summary: 'End the session and answer its summary; later calls but GET are 409 Conflict',
+      tag: 'windows',
+      params: sessionParams,
+      response: windowSummarySchema,
+      errors: WINDOW_ERRORS,
+      handle: ({ params }) => windows.close(params.sessionId),
+    }),
+  ];
+}
+
+/**
+ * A request's path parameters, query and body, each through its route's zod schema; every
+ * offending field of the three in one InvalidInputError, named by its dotted path.
+ */
+export function parseRequest(
+  r: Route,
+  request: { params: unknown; query: unknown; body: unknown },
+): { params: unknown; query: unknown; body: unknown; raw: unknown } {
+  const issues: Issue[] = [];
+  const part = (schema: z.ZodType | undefined, value: unknown): unknown => {
+    if (!schema) return undefined;
+    const parsed = schema.safeParse(value);
+    if (parsed.success) return parsed.data;
+    issues.push(...zodIssues(parsed.error));
+    return undefined;
+  };
+  const raw = request.body === undefined && r.bodyOptional ? {} : request.body;
+  const params = part(r.params, request.params ?? {});
+  const query = part(r.query, request.query ?? {});
+  const body = part(r.body, raw);
+  if (issues.length) throw new InvalidInputError(`invalid ${r.operationId} request`, issues);
+  return { params, query, body, raw };
+}

@@ -1,0 +1,288 @@
+import { z } from 'zod';
+import { agentIdSchema, epochMs, writeRequestSchema, type WriteLimits } from '../core/entry';
+import { entryIdSchema, restoreInputSchema, verifyRequestSchema } from '../core/messages';
+import { recallRequestSchema } from '../core/recall';
+import {
+  admitSchema,
+  advanceTurnSchema,
+  pinRequestSchema,
+  pinSchema,
+  rehydrateSchema,
+  sessionIdSchema,
+  unpinSchema,
+  windowSettingsSchema,
+  type Refusal,
+} from '../core/window';
+import type { MemgateClient } from '../client/client';
+import type { WindowClient } from '../client/window';
+
+/**
+ * The HTTP API's shapes. Requests are the client's own schemas (core/entry.ts, core/recall.ts,
+ * core/messages.ts, core/window), with the ids the path carries taken out of the body; the
+ * handlers validate with them, and the OpenAPI document is generated from them. Results are
+ * described here in zod beside the TypeScript types they stand for: each schema is typed by
+ * the client's result, so a field the client stops returning fails compilation here.
+ */
+
+// Requests.
+
+export const agentParams = z.strictObject({ agentId: agentIdSchema });
+export const entryParams = z.strictObject({ agentId: agentIdSchema, entryId: entryIdSchema });
+export const sessionParams = z.strictObject({ sessionId: sessionIdSchema });
+
+/** The client's write request; `agentId` may be left out, as the path names the agent. */
+export function writeBodySchema(limits: WriteLimits) {
+  return writeRequestSchema(limits).partial({ agentId: true });
+}
+
+export const recallBodySchema = recallRequestSchema.partial({ agentId: true });
+
+export const restoreBodySchema = restoreInputSchema.pick({ freshUntil: true });
+
+/** `memgate verify` and `memgate impossible` take one agent or every agent. */
+export const agentQuery = verifyRequestSchema;
+
+/** What `WindowClient.open` takes: the settings a session may choose (client/window.ts). */
+export const openWindowBodySchema = windowSettingsSchema
+  .omit({ pinGuard: true, retainedEvictions: true })
+  .partial();
+
+export { admitSchema, advanceTurnSchema, pinRequestSchema, rehydrateSchema, unpinSchema };
+
+// Results.
+
+type Result<F extends (...args: never[]) => Promise<unknown>> = Awaited<ReturnType<F>>;
+type Memgate = MemgateClient;
+type Windows = WindowClient;
+
+const ids = z.array(z.string());
+const tier = z.enum(['hot', 'cold']);
+
+export const writeResultSchema: z.ZodType<Result<Memgate['write']>> = z.object({
+  entries: z.array(z.object({ id: z.string(), status: z.enum(['created', 'existing', 'deleted']) })),
+});
+
+const provenance = z.object({
+  origin: z.enum(['user', 'agent', 'tool', 'consolidation']),
+  sessionId: z.string().optional(),
+  turn: z.number().int().optional(),
+  ref: z.string().optional(),
+});
+
+const recallHit = z.object({
+  id: z.string(),
+  text: z.string(),
+  kind: z.enum(['episode', 'fact', 'constraint', 'summary']),
+  tier,
+  dormant: z.boolean().describe('below the gate now: only deep recall returns it'),
+  salience: z.number(),
+  score: z.number(),
+  lossy_summary: z.boolean(),
+  isActive: z.boolean(),
+  supersededBy: z.string().optional(),
+  supersedes: z.string().optional(),
+  expired: z.boolean(),
+  source: provenance,
+  writtenAt: epochMs,
+});
+
+const standIn = z.object({
+  summaryId: z.string(),
+  lossy: z.boolean(),
+  erased: z.boolean().optional(),
+  retired: z.boolean().optional(),
+});
+
+export const recallResultSchema: z.ZodType<Result<Memgate['recall']>> = z.object({
+  hits: z.array(recallHit),
+  missing: z
+    .array(
+      z.object({
+        tombstoneId: z.string(),
+        deletedAt: epochMs,
+        reason: z.string(),
+        standIn: standIn.optional(),
+        matchedTerms: z.array(z.string()),
+      }),
+    )
+    .optional()
+    .describe('deep recall only: deleted entries whose terms match the query'),
+  asOf: epochMs,
+  candidates: z.number().int(),
+  successors: z
+    .array(recallHit)
+    .optional()
+    .describe('deep recall only: the entries that superseded a hit, each chain to its current fact'),
+});
+
+export const forgetResultSchema: z.ZodType<Result<Memgate['forget']>> = z.object({
+  entryId: z.string(),
+  resummarised: ids,
+  removed: ids,
+  restored: ids,
+  tiers: z.array(tier).describe('the tiers the entry left; empty when it was already erased'),
+  queriesRemoved: z.number().int(),
+});
+
+export const restoreResultSchema: z.ZodType<Result<Memgate['restore']>> = z.object({
+  id: z.string(),
+  tier,
+  restored: z.array(z.enum(['supersession', 'expiry'])),
+});
+
+export const verifyReportSchema: z.ZodType<Result<Memgate['verify']>> = z.object({
+  ok: z.boolean(),
+  agents: z.number().int(),
+  checked: z.object({ ids: z.number().int(), tombstones: z.number().int() }),
+  findings: z.array(
+    z.object({
+      check: z.enum([
+        'unaccounted',
+        'in-both-tiers',
+        'resurrected',
+        'erased-content',
+        'stand-in-missing',
+        'stand-in-inactive',
+        'stand-in-not-lossless',
+        'summary-not-current',
+      ]),
+      agentId: z.string(),
+      id: z.string(),
+      detail: z.string(),
+    }),
+  ),
+});
+
+const impossibleQuery = z.object({
+  queryId: z.string(),
+  agentId: z.string(),
+  query: z.string(),
+  at: epochMs,
+  missing: z.array(z.object({ tombstoneId: z.string(), deletedAt: epochMs, standIn: standIn.optional() })),
+});
+
+/** `memgate impossible`: queries whose deep recall matched deleted evidence, by deletion reason. */
+export const impossibleReportSchema = z.object({
+  agentId: z.string().optional(),
+  queries: z.number().int().describe('distinct queries in the groups'),
+  groups: z.array(
+    z.object({
+      reason: z.string(),
+      tombstones: z.number().int().describe('deleted entries of this reason that some query missed'),
+      queries: z.array(impossibleQuery),
+    }),
+  ),
+});
+export type ImpossibleReport = z.output<typeof impossibleReportSchema>;
+export type ImpossibleGroups = ImpossibleReport['groups'];
+
+const segmentRef = z.object({
+  id: z.string(),
+  tokens: z.number().int(),
+  salience: z.number(),
+  label: z.string().optional(),
+});
+
+const segment = z.object({
+  id: z.string(),
+  tokens: z.number().int(),
+  salience: z.number(),
+  label: z.string().optional(),
+  pins: z.array(pinSchema),
+  admittedAtTurn: z.number().int(),
+  via: z.enum(['admit', 'rehydrate']),
+  displaced: ids,
+});
+
+const evictionRecord = z.object({
+  segmentId: z.string(),
+  tokens: z.number().int(),
+  salience: z.number(),
+  label: z.string().optional(),
+  turn: z.number().int(),
+  displacedBy: z.string(),
+  displacerPinned: z.boolean(),
+  displacerPins: z.array(pinSchema),
+});
+
+const pinRef = z.object({ segmentId: z.string(), pin: pinSchema });
+
+export const windowViewSchema: z.ZodType<Result<Windows['show']>> = z.object({
+  turn: z.number().int(),
+  settings: windowSettingsSchema.required(),
+  used: z.number().int(),
+  free: z.number().int(),
+  occupancy: z.number(),
+  segments: z.array(segment),
+  evictions: z.array(evictionRecord),
+  evictionsDropped: z.number().int(),
+});
+
+export const entryResultSchema: z.ZodType<Result<Windows['admit']>> = z.object({
+  turn: z.number().int(),
+  mode: z.enum(['slack', 'neverAdmitted', 'swap', 'evict']),
+  segment,
+  evicted: z.array(evictionRecord),
+  used: z.number().int(),
+});
+
+export const segmentSchema: z.ZodType<Result<Windows['pin']>> = segment;
+export const unpinResultSchema: z.ZodType<Result<Windows['unpin']>> = z.object({ released: z.array(pinRef) });
+export const turnResultSchema: z.ZodType<Result<Windows['advanceTurn']>> = z.object({
+  turn: z.number().int(),
+  lapsed: z.array(pinRef),
+});
+export const windowSummarySchema: z.ZodType<Result<Windows['close']>> = z.object({
+  turn: z.number().int(),
+  segments: z.number().int(),
+  used: z.number().int(),
+  evictions: z.number().int(),
+});
+
+/** RehydrationBlocked's details: the refusal, with what stands in the way. */
+export const refusalSchema: z.ZodType<Refusal> = z.object({
+  operation: z.enum(['admit', 'rehydrate']),
+  turn: z.number().int(),
+  reasons: z.array(
+    z.enum([
+      'belowThreshold',
+      'evictedByLivePin',
+      'neverAdmittedAtCapacity',
+      'wouldDisplacePinned',
+      'marginNotMet',
+      'noUnpinnedRoom',
+    ]),
+  ),
+  incoming: segmentRef,
+  wouldDisplace: z.array(segmentRef.extend({ pinned: z.boolean() })),
+  pins: z.array(pinRef),
+});
+
+export const errorSchema = z.object({
+  error: z.object({
+    type: z.enum([
+      'InvalidInput',
+      'InvalidConfig',
+      'EvictionBoundaryError',
+      'RehydrationBlocked',
+      'NotFound',
+      'Conflict',
+      'StackUnavailable',
+      'ModelError',
+      'Internal',
+    ]),
+    message: z.string(),
+    details: z
+      .record(z.string(), z.unknown())
+      .describe(
+        'InvalidInput: `issues`, each a dotted `path` and a `message`; RehydrationBlocked: the refusal (reasons, incoming, wouldDisplace, pins)',
+      ),
+  }),
+});
+
+export const healthSchema = z.object({ status: z.literal('ok') });
+
+export const readySchema = z.object({
+  status: z.enum(['ready', 'unavailable']),
+  checks: z.record(z.string(), z.object({ ok: z.boolean(), error: z.string().optional() })),
+});

@@ -1,0 +1,151 @@
+import { describe, expect, it } from 'vitest';
+import {
+  ConflictError,
+  EvictionBoundaryError,
+  InvalidConfigError,
+  InvalidInputError,
+  ModelError,
+  NotFoundError,
+  StackUnavailableError,
+  type MemgateError,
+} from '../../core/errors';
+import { policyOf } from '../../core/policy';
+import { parseConfig } from '../../core/config';
+import { RehydrationBlocked } from '../../core/window';
+import { STATUS_BY_TYPE, toHttpError } from '../../server/errors';
+import { buildHttpServer, type ServerDeps } from '../../server/http';
+
+/** The HTTP status of each MemgateError type, and the JSON every failure answers with. */
+
+const refusal = {
+  operation: 'rehydrate' as const,
+  turn: 3,
+  reasons: ['wouldDisplacePinned' as const],
+  incoming: { id: 'b', tokens: 10, salience: 0.9 },
+  wouldDisplace: [{ id: 'a', tokens: 10, salience: 0.5, pinned: true }],
+  pins: [{ segmentId: 'a', pin: { kind: 'explicit' as const } }],
+};
+
+describe('the type → status table', () => {
+  it.each<[MemgateError, number]>([
+    [new InvalidInputError('invalid write', [{ path: 'entries.0.text', message: 'must not be empty' }]), 400],
+    [new InvalidConfigError('MEMGATE_HTTP_PORT', 'a TCP port 1-65535', 'x'), 400],
+    [new NotFoundError('no entry'), 404],
+    [new ConflictError('not superseded'), 409],
+    [new RehydrationBlocked(refusal), 409],
+    [new EvictionBoundaryError('floor above gate'), 422],
+    [new ModelError('model timed out', true), 502],
+    [new StackUnavailableError('Temporal is gone'), 503],
+  ])('%s answers %i with its type, message and details', (err, status) => {
+    const answer = toHttpError(err);
+    expect(answer.status).toBe(status);
+    expect(STATUS_BY_TYPE[err.type]).toBe(status);
+    expect(answer.body.error.type).toBe(err.type);
+    // InvalidConfig alone is reworded, without the value (below).
+    if (err.type !== 'InvalidConfig') expect(answer.body.error.message).toBe(err.message);
+  });
+
+  it('keeps the issues of InvalidInput and the refusal of RehydrationBlocked in the details', () => {
+    const invalid = toHttpError(new InvalidInputError('invalid', [{ path: 'k', message: 'too big' }]));
+    expect(invalid.body.error.details).toEqual({ issues: [{ path: 'k', message: 'too big' }] });
+    expect(toHttpError(new RehydrationBlocked(refusal)).body.error.details).toEqual(refusal);
+  });
+
+  it('leaves out the value an invalid variable held, and credentials in a URI', () => {
+    const config = toHttpError(new InvalidConfigError('OPENAI_API_KEY', 'a non-empty key', 'sk-secret'));
+    expect(JSON.stringify(config.body)).not.toContain('sk-secret');
+    const down = toHttpError(new StackUnavailableError('cannot reach mongodb://memgate:hunter2@db:27017/x'));
+    expect(down.body.error.message).toBe('cannot reach mongodb://***@db:27017/x');
+  });
+
+  it('answers anything else with a generic 500 that says nothing of it', () => {
+    const answer = toHttpError(new TypeError('cannot read properties of undefined (secret at /srv/x.ts:3)'));
+    expect(answer.status).toBe(500);
+    expect(answer.body.error.type).toBe('Internal');
+    expect(JSON.stringify(answer.body)).not.toMatch(/secret|x\.ts|TypeError/);
+    expect(answer.body.error.details).toEqual({});
+  });
+});
+
+describe("Fastify's own refusals, in the same shape", () => {
+  // No route below reaches these: every request fails before a handler runs.
+  const deps = {
+    memgate: { policy: policyOf(parseConfig({})) },
+    windows: {},
+    impossible: () => Promise.reject(new Error('unused')),
+    probes: {},
+  } as unknown as ServerDeps;
+  const app = buildHttpServer(deps);
+
+  it('a body that is not JSON is 400 InvalidInput', async () => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/agents/a1/recall',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"query": ',
+    });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toMatchObject({ error: { type: 'InvalidInput' } });
+  });
+
+  it('a body of another media type is 415 InvalidInput', async () => {
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/agents/a1/recall',
+      headers: { 'content-type': 'application/xml' },
+      payload: '<query/>',
+    });
+    expect(res.statusCode).toBe(415);
+    expect(res.json()).toMatchObject({ error: { type: 'InvalidInput' } });
+  });
+
+  it('an unknown route is 404 NotFound', async () => {
+    const res = await app.inject({ method: 'GET', url: '/v1/nothing?x=1' });
+    expect(res.statusCode).toBe(404);
+    expect(res.json()).toEqual({
+      error: {
+        type: 'NotFound',
+        message: 'no route GET /v1/nothing',
+        details: { method: 'GET', path: '/v1/nothing' },
+      },
+    });
+  });
+
+  it('an invalid path parameter is 400 naming it, before the client is asked', async () => {
+    const res = await app.inject({ method: 'DELETE', url: '/v1/agents/a1/memories/%24where' });
+    expect(res.statusCode).toBe(400);
+    expect(res.json().error.details.issues).toEqual([{ path: 'entryId', message: expect.any(String) }]);
+  });
+
+  it('/healthz answers without asking any server', async () => {
+    const res = await app.inject({ method: 'GET', url: '/healthz' });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toEqual({ status: 'ok' });
+  });
+});
+
+describe('the per-request hook (where authentication goes)', () => {
+  it('runs before each operation, knowing which, and not before health or the document', async () => {
+    const seen: string[] = [];
+    const app = buildHttpServer(
+      {
+        memgate: { policy: policyOf(parseConfig({})) },
+        windows: {},
+        impossible: () => Promise.reject(new Error('unused')),
+        probes: {},
+      } as unknown as ServerDeps,
+      {
+        preHandler: async (request) => {
+          seen.push(request.routeOptions.config.operationId ?? '?');
+          throw new ConflictError('refused by the hook');
+        },
+      },
+    );
+    expect((await app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+    expect((await app.inject({ method: 'GET', url: '/openapi.json' })).statusCode).toBe(200);
+    const res = await app.inject({ method: 'GET', url: '/v1/verify' });
+    expect(res.statusCode).toBe(409);
+    expect(res.json().error).toMatchObject({ type: 'Conflict', message: 'refused by the hook' });
+    expect(seen).toEqual(['verify']);
+  });
+});
