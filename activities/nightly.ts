@@ -1,3 +1,4 @@
+import { Context } from '@temporalio/activity';
 import type { ConsolidationReport } from '../core/messages';
 import type { Config } from '../core/config';
 import { memoryPolicy } from '../core/entry';
@@ -17,6 +18,7 @@ import type { Store } from '../store/db';
 import { recordRun, type RunContext, type RunRecord } from '../store/nightly';
 import { mongoNight } from '../store/nightStore';
 import { heartbeat, heartbeating } from './liveness';
+
 import { pruneRecords } from '../store/retention';
 import {
   nightlyAgentsInputSchema,
@@ -28,6 +30,11 @@ import {
   phaseInputSchema,
 } from '../core/messages';
 import type { Policy } from '../core/policy';
+
+/** `lossySummaries` → `lossy_summaries`, as Prometheus names go. */
+function snakeCase(name: string): string {
+  return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+}
 
 /**
  * Every phase of one agent's run gets the same input: the run's identity, its clock and the
@@ -115,6 +122,13 @@ export function createNightlyActivities(store: Store, config: Config, summarizer
         store: report.store,
       };
       await recordRun(store, record);
+      // Per run, not per agent: agent ids never become labels (README, Metrics).
+      const meter = Context.current().metricMeter;
+      for (const [phase, n] of Object.entries(counts)) {
+        meter
+          .createCounter(`memgate_nightly_${snakeCase(phase)}`, 'entries', `entries ${phase} by nightly runs`)
+          .add(n);
+      }
       return report;
     },
 

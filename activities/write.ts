@@ -1,3 +1,4 @@
+import { Context } from '@temporalio/activity';
 import { agentIdSchema, buildEntry, memoryPolicy, type WriteRequest } from '../core/entry';
 import { policySchema, type Policy } from '../core/policy';
 import { parseInput } from '../core/messages';
@@ -35,6 +36,12 @@ export function createWriteActivities(store: Store) {
         }),
       );
       const status = await insertNewEntries(store, built.flat());
+      const acknowledged = Context.current().metricMeter.createCounter(
+        'memgate_write_entries',
+        'entries',
+        'entries the write path acknowledged, by status (created, existing, deleted)',
+      );
+      for (const s of status.values()) acknowledged.add(1, { status: s });
       return built.map((entries) => entries.map((e) => ({ id: e._id, status: status.get(e._id)! })));
     },
   };

@@ -127,6 +127,12 @@ export const CONFIG_SPECS = {
     default: '8787',
     doc: 'port of the HTTP API (`memgate serve`, `npm start`)',
   }),
+  metricsPort: spec({
+    env: 'MEMGATE_METRICS_PORT',
+    schema: port,
+    allowed: 'a TCP port 1-65535',
+    doc: "Prometheus endpoint (`/metrics`, on MEMGATE_HTTP_HOST) of a worker or server process: the Temporal SDK's metrics and memgate's; unset serves none",
+  }),
   httpHost: spec({
     env: 'MEMGATE_HTTP_HOST',
     schema: text,

@@ -15,6 +15,8 @@ export interface ServerOptions {
   preHandler?: preHandlerAsyncHookHandler;
   /** Told of every failure answered with a 5xx (the caller sees only its type and message). */
   onServerError?: (err: unknown, request: FastifyRequest) => void;
+  /** Told of every answered request: its operation, status and time (the metrics record it). */
+  onAnswered?: (answered: { operation: string; status: number; ms: number }) => void;
 }
 
 declare module 'fastify' {
@@ -48,6 +50,17 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
     if (text === '') return done(null, undefined);
     json(request, text, done);
   });
+
+  if (options.onAnswered) {
+    const onAnswered = options.onAnswered;
+    app.addHook('onResponse', async (request, reply) => {
+      onAnswered({
+        operation: request.routeOptions.config.operationId ?? 'unrouted',
+        status: reply.statusCode,
+        ms: reply.elapsedTime,
+      });
+    });
+  }
 
   app.setErrorHandler((err, request, reply) => {
     const { status, body } = toHttpError(err);

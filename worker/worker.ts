@@ -26,9 +26,20 @@ export interface Endpoints {
 let runtimeInstalled = false;
 
 /** The Temporal runtime is per process and can be installed once. */
-function installRuntime(config: Config): void {
+export function installRuntime(config: Config): void {
   if (runtimeInstalled) return;
-  Runtime.install({ logger: new DefaultLogger(config.logLevel) });
+  Runtime.install({
+    logger: new DefaultLogger(config.logLevel),
+    // One Prometheus endpoint per process: the SDK's worker metrics and memgate's own, which
+    // activities, workflows and the HTTP API record through the same meter.
+    ...(config.metricsPort !== undefined && {
+      telemetryOptions: {
+        metrics: {
+          prometheus: { bindAddress: `${config.httpHost}:${config.metricsPort}`, countersTotalSuffix: true },
+        },
+      },
+    }),
+  });
   runtimeInstalled = true;
 }
 

@@ -4,12 +4,14 @@ import {
   continueAsNew,
   defineQuery,
   defineUpdate,
+  metricMeter,
   setHandler,
   workflowInfo,
 } from '@temporalio/workflow';
 import type { UpdateDefinition } from '@temporalio/common';
 import { z } from 'zod';
 import { asApplicationFailure } from '../core/failures';
+import { RehydrationBlocked } from '../core/window/blocked';
 import {
   admit,
   advanceTurn,
@@ -88,6 +90,15 @@ export async function contextWindow(input: ContextWindowInput): Promise<WindowSu
     throw asApplicationFailure(err);
   }
   let updates = 0;
+  // Operators watch refusals (README, Metrics); the SDK records nothing while it replays.
+  const refusals = metricMeter.createCounter(
+    'memgate_rehydrations_refused',
+    'rehydrations',
+    'rehydrations a context window refused (RehydrationBlocked)',
+  );
+  const countRefusal = (err: unknown) => {
+    if (err instanceof RehydrationBlocked) refusals.add(1);
+  };
   let closed = false;
 
   function requireOpen(): void {
@@ -108,6 +119,7 @@ export async function contextWindow(input: ContextWindowInput): Promise<WindowSu
           state = next.state;
           return next.result;
         } catch (err) {
+          countRefusal(err);
           throw asApplicationFailure(err);
         }
       },
@@ -117,6 +129,7 @@ export async function contextWindow(input: ContextWindowInput): Promise<WindowSu
           try {
             validate(state, req);
           } catch (err) {
+            countRefusal(err);
             throw asApplicationFailure(err);
           }
         },

@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import { Runtime } from '@temporalio/worker';
+import { installRuntime } from '../../worker/worker';
 import type { Config } from '../../core/config';
 import { InvalidConfigError } from '../../core/errors';
 import { impossibleQueries } from '../../store/impossible';
@@ -29,6 +31,24 @@ export function serverDeps(client: MemgateClient, c: Config): ServerDeps {
   };
 }
 
+/**
+ * Each answered request into the process's Prometheus endpoint (MEMGATE_METRICS_PORT): how
+ * long each operation took, by status class. Operations and classes are few, so the label
+ * set stays bounded (no agent or session id is ever a label).
+ */
+function answeredMetrics(c: Config): (answered: { operation: string; status: number; ms: number }) => void {
+  installRuntime(c);
+  const meter = Runtime.instance().metricMeter;
+  const duration = meter.createHistogram(
+    'memgate_http_request_duration',
+    'float',
+    'ms',
+    'time to answer an HTTP API request, by operation and status class',
+  );
+  return ({ operation, status, ms }) =>
+    duration.record(ms, { operation, status: `${Math.floor(status / 100)}xx` });
+}
+
 export interface RunningServer {
   /** `http://host:port` it listens on. */
   url: string;
@@ -45,6 +65,7 @@ export async function startHttpServer(
     // Every operation needs a live API key covering what it names (`memgate keys create`).
     preHandler: requireKey((key) => client.authenticate(key)),
     onServerError: (err, request) => console.error(`${request.method} ${request.url} failed:`, err),
+    onAnswered: answeredMetrics(c),
   });
   const host = c.httpHost;
   try {
