@@ -42,6 +42,7 @@ import { consolidateAgent, consolidateAgentWorkflowId } from '../workflows/night
 import { restore, restoreWorkflowId } from '../workflows/restore';
 import { agentMemory, agentMemoryWorkflowId, RUN_ENDING, writeUpdate } from '../workflows/agentMemory';
 import { WriteCoalescer } from '../core/writeCoalescer';
+import { temporalConnectionOptions } from './connection';
 import { toMemgateError } from './errors';
 
 /** A client call: whatever fails in it reaches the caller as a MemgateError (client/errors.ts). */
@@ -92,13 +93,13 @@ export class MemgateClient {
   }
 
   static async connect(config: Config, endpoints: ClientEndpoints): Promise<MemgateClient> {
-    const connection = await Connection.connect({ address: endpoints.temporalAddress }).catch(
-      (err: unknown) => {
-        throw new StackUnavailableError(
-          `cannot reach Temporal at ${endpoints.temporalAddress}: ${(err as Error).message}`,
-        );
-      },
-    );
+    const connection = await Connection.connect(
+      temporalConnectionOptions(config, endpoints.temporalAddress),
+    ).catch((err: unknown) => {
+      throw new StackUnavailableError(
+        `cannot reach Temporal at ${endpoints.temporalAddress}: ${(err as Error).message}`,
+      );
+    });
     const temporal = new Client({ connection, namespace: config.temporalNamespace });
     const store = await openStore(endpoints.mongoUri, config.database);
     const { version, ...policy } = await typed(() => adoptPolicy(store, policyOf(config)));

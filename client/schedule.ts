@@ -1,3 +1,4 @@
+import { temporalConnectionOptions } from './connection';
 import { toMemgateError } from './errors';
 import {
   Client,
@@ -166,10 +167,10 @@ export class NightlySchedule {
 
 /** What `npm start` runs: connect, create or update the nightly Schedule, disconnect. */
 export async function ensureNightlySchedule(
-  config: NightlyConfig & Pick<Config, 'temporalNamespace'>,
+  config: NightlyConfig & Config,
   temporalAddress: string,
 ): Promise<{ scheduleId: string; action: 'created' | 'updated' }> {
-  const connection = await Connection.connect({ address: temporalAddress });
+  const connection = await Connection.connect(temporalConnectionOptions(config, temporalAddress));
   try {
     const temporal = new Client({ connection, namespace: config.temporalNamespace });
     return await new NightlySchedule(temporal, config).ensure();

@@ -35,6 +35,8 @@ interface Spec<T> {
   /** Default as the environment would spell it; absent means the variable is optional. */
   default?: string;
   doc: string;
+  /** A credential, or a value that may hold one: an error names the variable, never the value. */
+  secret?: true;
 }
 
 function spec<T>(s: Spec<T> & { default: string }): Spec<T> & { default: string };
@@ -50,6 +52,37 @@ export const CONFIG_SPECS = {
     schema: text,
     allowed: 'host:port of a Temporal frontend',
     doc: 'Temporal server to use; unset starts the local stack',
+  }),
+  temporalTlsCaFile: spec({
+    env: 'TEMPORAL_TLS_CA_FILE',
+    schema: text,
+    allowed: 'a PEM file path',
+    doc: "CA certificate that signs the Temporal server's; setting any TEMPORAL_TLS_* turns TLS on",
+  }),
+  temporalTlsCertFile: spec({
+    env: 'TEMPORAL_TLS_CERT_FILE',
+    schema: text,
+    allowed: 'a PEM file path, with TEMPORAL_TLS_KEY_FILE',
+    doc: 'client certificate for mutual TLS',
+  }),
+  temporalTlsKeyFile: spec({
+    env: 'TEMPORAL_TLS_KEY_FILE',
+    schema: text,
+    allowed: 'a PEM file path, with TEMPORAL_TLS_CERT_FILE',
+    doc: 'client private key for mutual TLS',
+  }),
+  temporalTlsServerName: spec({
+    env: 'TEMPORAL_TLS_SERVER_NAME',
+    schema: text,
+    allowed: 'a host name',
+    doc: "name to expect in the Temporal server's certificate, when it differs from the address",
+  }),
+  temporalApiKey: spec({
+    env: 'TEMPORAL_API_KEY',
+    schema: text,
+    allowed: 'a non-empty key',
+    doc: 'API key for Temporal Cloud (implies TLS)',
+    secret: true,
   }),
   temporalNamespace: spec({
     env: 'TEMPORAL_NAMESPACE',
@@ -69,7 +102,8 @@ export const CONFIG_SPECS = {
     env: 'MONGODB_URI',
     schema: z.string().regex(/^mongodb(\+srv)?:\/\//, 'mongodb:// or mongodb+srv:// URI'),
     allowed: 'a mongodb:// or mongodb+srv:// URI',
-    doc: 'MongoDB-protocol server to use; unset starts the local stack',
+    doc: 'MongoDB-protocol server to use; unset starts the local stack. TLS and its CA go in the URI (`tls=true&tlsCAFile=…`)',
+    secret: true,
   }),
   database: spec({
     env: 'MEMGATE_DB',
@@ -132,6 +166,18 @@ export const CONFIG_SPECS = {
     schema: port,
     allowed: 'a TCP port 1-65535',
     doc: "Prometheus endpoint (`/metrics`, on MEMGATE_HTTP_HOST) of a worker or server process: the Temporal SDK's metrics and memgate's; unset serves none",
+  }),
+  httpTlsCertFile: spec({
+    env: 'MEMGATE_HTTP_TLS_CERT_FILE',
+    schema: text,
+    allowed: 'a PEM file path, with MEMGATE_HTTP_TLS_KEY_FILE',
+    doc: 'serve the HTTP API over TLS with this certificate (chain)',
+  }),
+  httpTlsKeyFile: spec({
+    env: 'MEMGATE_HTTP_TLS_KEY_FILE',
+    schema: text,
+    allowed: 'a PEM file path, with MEMGATE_HTTP_TLS_CERT_FILE',
+    doc: "the HTTP API certificate's private key",
   }),
   httpHost: spec({
     env: 'MEMGATE_HTTP_HOST',
@@ -319,6 +365,7 @@ export const CONFIG_SPECS = {
     schema: text,
     allowed: 'a non-empty key',
     doc: 'key for OPENAI_BASE_URL',
+    secret: true,
   }),
   openaiModel: spec({
     env: 'MEMGATE_OPENAI_MODEL',
@@ -370,6 +417,14 @@ export type Config = {
   [K in keyof Specs]: Specs[K] extends { default: string } ? Value<Specs[K]> : Value<Specs[K]> | undefined;
 };
 
+/** What an error shows in place of a secret's value. */
+const HIDDEN = '(hidden)';
+
+/** A URI as it may be printed: any password in it replaced. */
+export function maskUri(uri: string): string {
+  return uri.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^@/]*@/i, '$1:***@');
+}
+
 export function parseConfig(env: Record<string, string | undefined>): Config {
   const out: Record<string, unknown> = {};
   for (const [key, s] of Object.entries(CONFIG_SPECS) as [string, Spec<unknown>][]) {
@@ -380,7 +435,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       continue;
     }
     const parsed = s.schema.safeParse(value);
-    if (!parsed.success) throw new InvalidConfigError(s.env, s.allowed, raw);
+    if (!parsed.success) throw new InvalidConfigError(s.env, s.allowed, s.secret ? HIDDEN : raw);
     out[key] = parsed.data;
   }
   const config = out as Config;
@@ -388,6 +443,16 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   for (const { field } of policyConflicts(config)) {
     const s = CONFIG_SPECS[field];
     throw new InvalidConfigError(s.env, s.allowed, config[field]);
+  }
+  // A certificate without its key (or the other way round) is half a client identity.
+  for (const [a, b] of [
+    ['temporalTlsCertFile', 'temporalTlsKeyFile'],
+    ['httpTlsCertFile', 'httpTlsKeyFile'],
+  ] as const) {
+    if ((config[a] === undefined) !== (config[b] === undefined)) {
+      const missing = config[a] === undefined ? a : b;
+      throw new InvalidConfigError(CONFIG_SPECS[missing].env, CONFIG_SPECS[missing].allowed, undefined);
+    }
   }
   if (config.openaiBaseUrl && !config.openaiApiKey) {
     throw new InvalidConfigError('OPENAI_API_KEY', 'required when OPENAI_BASE_URL is set', undefined);

@@ -15,6 +15,8 @@ export interface ServerOptions {
   preHandler?: preHandlerAsyncHookHandler;
   /** Told of every failure answered with a 5xx (the caller sees only its type and message). */
   onServerError?: (err: unknown, request: FastifyRequest) => void;
+  /** Serve over TLS with this certificate (chain) and key, PEM. */
+  https?: { cert: Buffer; key: Buffer };
   /** Told of every answered request: its operation, status and time (the metrics record it). */
   onAnswered?: (answered: { operation: string; status: number; ms: number }) => void;
 }
@@ -40,7 +42,12 @@ const BODY_LIMIT = 2 * MAX_WRITE_BYTES;
  * listening: the caller may register more (another mount such as `/mcp`) before `listen`.
  */
 export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT });
+  // Over TLS the server is an https.Server; the routes and hooks are the same either way.
+  const app = (
+    options.https
+      ? Fastify({ logger: false, bodyLimit: BODY_LIMIT, https: options.https })
+      : Fastify({ logger: false, bodyLimit: BODY_LIMIT })
+  ) as FastifyInstance;
 
   // An empty JSON body reads as no body, so a route whose body is optional takes it.
   const json = app.getDefaultJsonParser('error', 'error');

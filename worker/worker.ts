@@ -1,5 +1,6 @@
 import { extname, join } from 'node:path';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
+import { temporalConnectionOptions } from '../client/connection';
 import { createActivities, createAuditWorkerActivities } from '../activities';
 import { auditTaskQueue } from '../audit/workflow';
 import { CONFIG_SPECS, type Config } from '../core/config';
@@ -91,7 +92,9 @@ async function startWorker(
       { drift },
     );
   }
-  const connection = await NativeConnection.connect({ address: endpoints.temporalAddress });
+  const connection = await NativeConnection.connect(
+    temporalConnectionOptions(config, endpoints.temporalAddress),
+  );
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,

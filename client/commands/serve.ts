@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { Runtime } from '@temporalio/worker';
 import { installRuntime } from '../../worker/worker';
@@ -49,6 +50,26 @@ function answeredMetrics(c: Config): (answered: { operation: string; status: num
     duration.record(ms, { operation, status: `${Math.floor(status / 100)}xx` });
 }
 
+/** The HTTP API's certificate and key when MEMGATE_HTTP_TLS_* name them (config checks they pair). */
+function httpsOptions(c: Config): { cert: Buffer; key: Buffer } | undefined {
+  if (!c.httpTlsCertFile || !c.httpTlsKeyFile) return undefined;
+  const read = (variable: string, path: string) => {
+    try {
+      return readFileSync(path);
+    } catch (err) {
+      throw new InvalidConfigError(
+        variable,
+        `a PEM file that can be read (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`,
+        path,
+      );
+    }
+  };
+  return {
+    cert: read('MEMGATE_HTTP_TLS_CERT_FILE', c.httpTlsCertFile),
+    key: read('MEMGATE_HTTP_TLS_KEY_FILE', c.httpTlsKeyFile),
+  };
+}
+
 export interface RunningServer {
   /** `http://host:port` it listens on. */
   url: string;
@@ -61,7 +82,9 @@ export async function startHttpServer(
   c: Config,
   listen: { port?: number } = {},
 ): Promise<RunningServer> {
+  const https = httpsOptions(c);
   const app = buildHttpServer(serverDeps(client, c), {
+    ...(https && { https }),
     // Every operation needs a live API key covering what it names (`memgate keys create`).
     preHandler: requireKey((key) => client.authenticate(key)),
     onServerError: (err, request) => console.error(`${request.method} ${request.url} failed:`, err),
@@ -87,7 +110,8 @@ export async function startHttpServer(
   }
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : c.httpPort;
-  return { url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`, close: () => app.close() };
+  const scheme = https ? 'https' : 'http';
+  return { url: `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`, close: () => app.close() };
 }
 
 export function announce(server: RunningServer): string {

@@ -1,3 +1,4 @@
+import { maskUri } from '../../core/config';
 import type { Command } from 'commander';
 import { stackDown, stackUp } from '../../stack/stack';
 import { createMemgateWorker } from '../../worker/worker';
@@ -33,7 +34,7 @@ export function registerWorkerCommands(program: Command): void {
           `schedule ${schedule.scheduleId} ${schedule.action}: nightly at ${c.nightlyAt} ${c.nightlyTimezone}`,
         );
         console.log(
-          `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${endpoints.mongoUri}`,
+          `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${maskUri(endpoints.mongoUri)}`,
         );
         // The HTTP API beside the worker; the worker's run ends on Ctrl-C, and the API with it.
         const client = await MemgateClient.connect(c, endpoints);

@@ -1,0 +1,53 @@
+import { readFileSync } from 'node:fs';
+import type { TLSConfig } from '@temporalio/client';
+import type { Config } from '../core/config';
+import { CONFIG_SPECS } from '../core/config';
+import { InvalidConfigError } from '../core/errors';
+
+/** A PEM file a setting names, or InvalidConfig naming the setting. */
+function pem(key: 'temporalTlsCaFile' | 'temporalTlsCertFile' | 'temporalTlsKeyFile', path: string): Buffer {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new InvalidConfigError(
+      CONFIG_SPECS[key].env,
+      `${CONFIG_SPECS[key].allowed} that can be read (${(err as NodeJS.ErrnoException).code ?? 'unreadable'})`,
+      path,
+    );
+  }
+}
+
+/**
+ * How a client or worker connects to Temporal: the address, TLS when any TEMPORAL_TLS_*
+ * setting or an API key asks for it (Temporal Cloud takes an API key over TLS), and the key.
+ * The same options serve `Connection` and `NativeConnection`.
+ */
+export function temporalConnectionOptions(
+  c: Pick<
+    Config,
+    | 'temporalTlsCaFile'
+    | 'temporalTlsCertFile'
+    | 'temporalTlsKeyFile'
+    | 'temporalTlsServerName'
+    | 'temporalApiKey'
+  >,
+  address: string,
+): { address: string; tls?: TLSConfig | true; apiKey?: string } {
+  const tls: TLSConfig = {
+    ...(c.temporalTlsCaFile && { serverRootCACertificate: pem('temporalTlsCaFile', c.temporalTlsCaFile) }),
+    ...(c.temporalTlsCertFile &&
+      c.temporalTlsKeyFile && {
+        clientCertPair: {
+          crt: pem('temporalTlsCertFile', c.temporalTlsCertFile),
+          key: pem('temporalTlsKeyFile', c.temporalTlsKeyFile),
+        },
+      }),
+    ...(c.temporalTlsServerName && { serverNameOverride: c.temporalTlsServerName }),
+  };
+  const wantsTls = Object.keys(tls).length > 0 || c.temporalApiKey !== undefined;
+  return {
+    address,
+    ...(wantsTls && { tls: Object.keys(tls).length > 0 ? tls : true }),
+    ...(c.temporalApiKey !== undefined && { apiKey: c.temporalApiKey }),
+  };
+}
