@@ -8,7 +8,6 @@ import { InvalidInputError } from '../core/errors';
 import { auditInputSchema, auditSettingsSchema } from '../core/messages';
 import { chooseJudge, chooseReader, createModels } from '../llm';
 import { auditRecordsOfRun } from '../store/audit';
-import { createAuditWorker } from '../worker/worker';
 import {
   auditProgressQuery,
   auditTaskQueue,
@@ -116,6 +115,7 @@ export function registerAuditCommands(program: Command): void {
       const endpoints = await resolveEndpoints();
       // The audit's activities read the data files, so this process brings its own worker,
       // on the audit's own queue: production workers never run an audit.
+      const { createAuditWorker } = await import('../worker/worker');
       const worker = await createAuditWorker(c, endpoints);
       const running = worker.run();
       const client = await MemgateClient.connect(c, endpoints);

@@ -1,7 +1,5 @@
 import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { Runtime } from '@temporalio/worker';
-import { installRuntime } from '../../worker/worker';
 import type { Config } from '../../core/config';
 import { InvalidConfigError } from '../../core/errors';
 import { impossibleQueries } from '../../store/impossible';
@@ -37,7 +35,15 @@ export function serverDeps(client: MemgateClient, c: Config): ServerDeps {
  * long each operation took, by status class. Operations and classes are few, so the label
  * set stays bounded (no agent or session id is ever a label).
  */
-function answeredMetrics(c: Config): (answered: { operation: string; status: number; ms: number }) => void {
+async function answeredMetrics(
+  c: Config,
+): Promise<(answered: { operation: string; status: number; ms: number }) => void> {
+  // Loaded here, not at the top: the worker runtime is the heaviest module memgate has, and
+  // every other command starts faster without it.
+  const [{ installRuntime }, { Runtime }] = await Promise.all([
+    import('../../worker/worker'),
+    import('@temporalio/worker'),
+  ]);
   installRuntime(c);
   const meter = Runtime.instance().metricMeter;
   const duration = meter.createHistogram(
@@ -88,7 +94,7 @@ export async function startHttpServer(
     // Every operation needs a live API key covering what it names (`memgate keys create`).
     preHandler: requireKey((key) => client.authenticate(key)),
     onServerError: (err, request) => console.error(`${request.method} ${request.url} failed:`, err),
-    onAnswered: answeredMetrics(c),
+    onAnswered: await answeredMetrics(c),
   });
   const host = c.httpHost;
   try {

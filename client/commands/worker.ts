@@ -1,7 +1,6 @@
 import { maskUri } from '../../core/config';
 import type { Command } from 'commander';
 import { stackDown, stackUp } from '../../stack/stack';
-import { createMemgateWorker } from '../../worker/worker';
 import { ensureNightlySchedule } from '../schedule';
 import { MemgateClient } from '../client';
 import { config, resolveEndpoints } from './context';
@@ -28,6 +27,7 @@ export function registerWorkerCommands(program: Command): void {
         if (!c.temporalAddress) ui = up.uiUrl;
       }
       try {
+        const { createMemgateWorker } = await import('../../worker/worker');
         const handle = await createMemgateWorker(c, endpoints);
         const schedule = await ensureNightlySchedule(c, endpoints.temporalAddress);
         console.log(
@@ -62,6 +62,8 @@ export function registerWorkerCommands(program: Command): void {
     .command('worker')
     .description('run only the worker, against the configured servers or a running local stack')
     .action(async () => {
+      // Loaded here: the worker runtime is the heaviest module, and other commands skip it.
+      const { createMemgateWorker } = await import('../../worker/worker');
       const handle = await createMemgateWorker(config(), await resolveEndpoints());
       console.log(`memgate worker polling task queue ${config().taskQueue}`);
       await handle.run();
