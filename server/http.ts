@@ -94,7 +94,7 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
     });
   }
 
-  const document = openApiDocument(routes, API_VERSION);
+  const document = openApiDocument(routes, API_VERSION, { keys: options.preHandler !== undefined });
   app.get(OPENAPI_PATH, { config: { operationId: 'openapi' } }, async () => document);
   return app;
 }

@@ -52,11 +52,16 @@ function errorResponses(types: readonly HttpErrorType[]): Record<string, unknown
   );
 }
 
-function operation(r: Route): Record<string, unknown> {
+/** The security scheme of every operation but health, readiness and the document. */
+const API_KEY = 'apiKey';
+
+function operation(r: Route, keys: boolean): Record<string, unknown> {
+  const secured = keys && !r.open;
   const op: Record<string, unknown> = {
     operationId: r.operationId,
     summary: r.summary,
     tags: [r.tag],
+    ...(secured && { security: [{ [API_KEY]: [] }] }),
   };
   const params = [...parameters(r.params, 'path'), ...parameters(r.query, 'query')];
   if (params.length) op.parameters = params;
@@ -71,16 +76,26 @@ function operation(r: Route): Record<string, unknown> {
       description: 'success',
       content: { 'application/json': { schema: jsonSchema(r.response, 'output') } },
     },
-    ...errorResponses(r.errors),
+    // A missing, unknown or expired key is 401; one that does not cover what the call names, 403.
+    ...errorResponses(secured ? [...r.errors, 'Unauthenticated', 'Forbidden'] : r.errors),
   };
   return op;
 }
 
-/** The OpenAPI 3.1 document of these routes, every schema generated from the routes' zod schemas. */
-export function openApiDocument(routes: readonly Route[], version: string): Record<string, unknown> {
+/**
+ * The OpenAPI 3.1 document of these routes, every schema generated from the routes' zod
+ * schemas. With `keys`, every operation but the open ones requires an API key (a bearer
+ * token) and documents the 401 and 403 it answers without one that covers the call.
+ */
+export function openApiDocument(
+  routes: readonly Route[],
+  version: string,
+  options: { keys?: boolean } = {},
+): Record<string, unknown> {
+  const keys = options.keys ?? false;
   const paths: Record<string, Record<string, unknown>> = {};
   for (const r of routes) {
-    paths[r.path] = { ...paths[r.path], [r.method.toLowerCase()]: operation(r) };
+    paths[r.path] = { ...paths[r.path], [r.method.toLowerCase()]: operation(r, keys) };
   }
   paths[OPENAPI_PATH] = {
     get: {
@@ -108,6 +123,18 @@ export function openApiDocument(routes: readonly Route[], version: string): Reco
       { name: 'service', description: 'health, readiness and this document' },
     ],
     paths,
-    components: { schemas: { Error: jsonSchema(errorSchema, 'output') } },
+    components: {
+      schemas: { Error: jsonSchema(errorSchema, 'output') },
+      ...(keys && {
+        securitySchemes: {
+          [API_KEY]: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'An API key (`memgate keys create <pattern>`), scoped to the agent ids its pattern covers',
+          },
+        },
+      }),
+    },
   };
 }

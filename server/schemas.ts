@@ -15,6 +15,7 @@ import {
 } from '../core/window';
 import type { MemgateClient } from '../client/client';
 import type { WindowClient } from '../client/window';
+import { STATUS_BY_TYPE, type HttpErrorType } from './errors';
 
 /**
  * The HTTP API's shapes. Requests are the client's own schemas (core/entry.ts, core/recall.ts,
@@ -258,19 +259,12 @@ export const refusalSchema: z.ZodType<Refusal> = z.object({
   pins: z.array(pinRef),
 });
 
+/** Every type an error may carry: the keys of the type → status table, so the two cannot drift. */
+const errorTypes = Object.keys(STATUS_BY_TYPE) as [HttpErrorType, ...HttpErrorType[]];
+
 export const errorSchema = z.object({
   error: z.object({
-    type: z.enum([
-      'InvalidInput',
-      'InvalidConfig',
-      'EvictionBoundaryError',
-      'RehydrationBlocked',
-      'NotFound',
-      'Conflict',
-      'StackUnavailable',
-      'ModelError',
-      'Internal',
-    ]),
+    type: z.enum(errorTypes),
     message: z.string(),
     details: z
       .record(z.string(), z.unknown())

@@ -8,6 +8,7 @@ import { createKey } from '../../store/keys';
 import { jsonSchema } from '../../server/openapi';
 import {
   entryResultSchema,
+  errorSchema,
   forgetResultSchema,
   impossibleReportSchema,
   recallResultSchema,
@@ -97,6 +98,52 @@ describe('the HTTP API over a listening socket', () => {
     const missing = await fetch(`${server.url}/v1/nowhere`);
     expect(missing.status).toBe(404);
     expect(await missing.json()).toMatchObject({ error: { type: 'NotFound' } });
+  });
+
+  // Found by the fuzz (openapi-fuzz.test.ts): the document of a keyed server declared no key
+  // and no 401 or 403, and its Error schema had no `Unauthenticated` or `Forbidden` type.
+  it('documents the key it requires: bearer security, 401 and 403, in the Error schema', async () => {
+    const doc = (await (await fetch(`${server.url}/openapi.json`)).json()) as {
+      paths: Record<string, Record<string, { security?: unknown; responses: Record<string, unknown> }>>;
+      components: { schemas: { Error: unknown }; securitySchemes: Record<string, unknown> };
+    };
+    expect(doc.components.securitySchemes).toEqual({
+      apiKey: expect.objectContaining({ type: 'http', scheme: 'bearer' }),
+    });
+    for (const [path, methods] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(methods)) {
+        const keyed = path.startsWith('/v1/');
+        expect([method, path, op.security]).toEqual([method, path, keyed ? [{ apiKey: [] }] : undefined]);
+        expect([method, path, '401' in op.responses, '403' in op.responses]).toEqual([
+          method,
+          path,
+          keyed,
+          keyed,
+        ]);
+      }
+    }
+    const errorTypes = (
+      doc.components.schemas.Error as { properties: { error: { properties: { type: { enum: string[] } } } } }
+    ).properties.error.properties.type.enum;
+    const agentId = env.agent('http-doc');
+    const { key } = await createKey(env.store, agentId, Date.now());
+    const recall = (authorization: string | undefined, agent: string) =>
+      fetch(`${server.url}/v1/agents/${agent}/recall`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(authorization && { authorization }) },
+        body: '{"query":"anything"}',
+      });
+    const unkeyed = await recall(undefined, agentId);
+    const outOfScope = await recall(`Bearer ${key}`, env.agent('someone-else'));
+    for (const [res, status, type] of [
+      [unkeyed, 401, 'Unauthenticated'],
+      [outOfScope, 403, 'Forbidden'],
+    ] as const) {
+      expect(res.status).toBe(status);
+      const body = errorSchema.parse(await res.json());
+      expect(body.error.type).toBe(type);
+      expect(errorTypes).toContain(type);
+    }
   });
 });
 
@@ -413,5 +460,8 @@ describe('service endpoints', () => {
     const rehydrate = doc.paths['/v1/windows/{sessionId}/rehydrate'].post;
     expect(rehydrate.responses['409'].description).toBe('Conflict or RehydrationBlocked');
     expect(doc.components.schemas.Error.properties.error.required).toEqual(['type', 'message', 'details']);
+    // Served without keys (no per-request hook), it declares no security and no 401 or 403.
+    expect(doc.components.securitySchemes).toBeUndefined();
+    expect(write.security).toBeUndefined();
   });
 });

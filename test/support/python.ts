@@ -9,25 +9,31 @@ const run = promisify(execFile);
 /** The official Temporal Python SDK, pinned: the client no one here wrote. */
 export const TEMPORALIO_PYTHON = 'temporalio==1.35.0';
 
+/** The OpenAPI fuzzer, pinned: it reads the served document and nothing else of ours. */
+export const SCHEMATHESIS_PYTHON = 'schemathesis==4.32.5';
+
 /**
- * A Python with the Temporal SDK, in a virtual environment created once in the cache outside
- * the repository (like the server binaries) and reused by later runs.
+ * A Python with these pinned packages, in a virtual environment created once in the cache
+ * outside the repository (like the server binaries) and reused by later runs. The directory is
+ * named by the pins, so changing one makes a fresh environment.
  */
-export async function pythonWithTemporal(cacheDir: string): Promise<string> {
-  const venv = resolve(expandHome(cacheDir), `python-${TEMPORALIO_PYTHON.replace('==', '-')}`);
+export async function pythonWith(cacheDir: string, packages: readonly string[]): Promise<string> {
+  const name = packages.map((p) => p.replace('==', '-')).join('+');
+  const venv = resolve(expandHome(cacheDir), `python-${name}`);
   const python = join(venv, 'bin', 'python');
   if (!existsSync(join(venv, '.ready'))) {
     await run('python3', ['-m', 'venv', venv]);
-    await run(
-      join(venv, 'bin', 'pip'),
-      ['install', '--quiet', '--disable-pip-version-check', TEMPORALIO_PYTHON],
-      {
-        timeout: 600_000,
-      },
-    );
+    await run(join(venv, 'bin', 'pip'), ['install', '--quiet', '--disable-pip-version-check', ...packages], {
+      timeout: 600_000,
+    });
     await run(python, ['-c', "open(__import__('sys').argv[1], 'w').close()", join(venv, '.ready')]);
   }
   return python;
+}
+
+/** A Python with the Temporal SDK (see `pythonWith`). */
+export function pythonWithTemporal(cacheDir: string): Promise<string> {
+  return pythonWith(cacheDir, [TEMPORALIO_PYTHON]);
 }
 
 /** Runs test/python/<script> with the arguments; its stdout is one JSON document. */
