@@ -8,6 +8,7 @@ or the failure's type and message when the Update is refused.
 
 import asyncio
 import json
+import os
 import sys
 
 from temporalio.client import Client, WithStartWorkflowOperation, WorkflowUpdateFailedError
@@ -40,3 +41,7 @@ async def main(address: str, namespace: str, task_queue: str, request_json: str)
 
 if __name__ == "__main__":
     asyncio.run(main(*sys.argv[1:5]))
+    sys.stdout.flush()
+    # The SDK's native runtime can abort while the interpreter finalizes its threads; the
+    # answer is printed by then, so leave without finalizing.
+    os._exit(0)
