@@ -88,8 +88,8 @@ function layers() {
         [
           notBench,
           {
-            regex: '^(?!zod$|fastify$|\\./|\\.\\./(core|client)/)',
-            message: 'server/ imports only core, client, fastify and zod.',
+            regex: '^(?!zod$|fastify$|@modelcontextprotocol/sdk/|\\./|\\.\\./(core|client)/)',
+            message: 'server/ imports only core, client, fastify, zod and the MCP SDK.',
           },
         ],
         [mongodb],

@@ -4,6 +4,7 @@ import { registerAuditCommands } from '../audit/command';
 import { registerImpossibleCommands } from './commands/impossible';
 import { registerNightlyCommands } from './commands/nightly';
 import { registerKeyCommands } from './commands/keys';
+import { registerMcpCommands } from './commands/mcp';
 import { registerMemoryCommands } from './commands/memory';
 import { registerPolicyCommands } from './commands/policy';
 import { registerServeCommands } from './commands/serve';
@@ -28,6 +29,7 @@ export function buildProgram(): Command {
   registerPolicyCommands(program);
   registerKeyCommands(program);
   registerServeCommands(program);
+  registerMcpCommands(program);
   return program;
 }
 

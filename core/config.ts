@@ -179,6 +179,12 @@ export const CONFIG_SPECS = {
     allowed: 'a PEM file path, with MEMGATE_HTTP_TLS_CERT_FILE',
     doc: "the HTTP API certificate's private key",
   }),
+  apiKey: spec({
+    env: 'MEMGATE_API_KEY',
+    schema: text,
+    allowed: 'an API key from `memgate keys create`',
+    doc: 'the API key `memgate mcp` acts with (required there): its scope bounds every tool call',
+  }),
   httpHost: spec({
     env: 'MEMGATE_HTTP_HOST',
     schema: text,

@@ -5,6 +5,7 @@ import { InvalidConfigError } from '../../core/errors';
 import { impossibleQueries } from '../../store/impossible';
 import { requireKey } from '../../server/auth';
 import { buildHttpServer, type ServerDeps } from '../../server/http';
+import { mountMcp } from '../../server/mcpHttp';
 import { OPENAPI_PATH } from '../../server/openapi';
 import { MemgateClient } from '../client';
 import { WindowClient } from '../window';
@@ -89,12 +90,19 @@ export async function startHttpServer(
   listen: { port?: number } = {},
 ): Promise<RunningServer> {
   const https = httpsOptions(c);
-  const app = buildHttpServer(serverDeps(client, c), {
+  const deps = serverDeps(client, c);
+  const app = buildHttpServer(deps, {
     ...(https && { https }),
     // Every operation needs a live API key covering what it names (`memgate keys create`).
     preHandler: requireKey((key) => client.authenticate(key)),
     onServerError: (err, request) => console.error(`${request.method} ${request.url} failed:`, err),
     onAnswered: await answeredMetrics(c),
+  });
+  // The MCP server over Streamable HTTP at /mcp, under the same keys.
+  mountMcp(app, {
+    ...deps,
+    authenticate: (key) => client.authenticate(key),
+    onServerError: (err) => console.error('MCP call failed:', err),
   });
   const host = c.httpHost;
   try {

@@ -1,0 +1,259 @@
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import { agentIdSchema, writeEntrySchema, type WriteEntryInput } from '../core/entry';
+import { InvalidInputError, MemgateError } from '../core/errors';
+import { assertInScope, type KeyScope } from '../core/keys';
+import { forgetInputSchema, restoreInputSchema } from '../core/messages';
+import { writeLimitsOf } from '../core/policy';
+import { recallRequestSchema } from '../core/recall';
+import {
+  admitSchema,
+  advanceTurnSchema,
+  pinRequestSchema,
+  rehydrateSchema,
+  segmentIdSchema,
+  sessionIdSchema,
+} from '../core/window';
+import type { MemgateClient } from '../client/client';
+import type { WindowClient } from '../client/window';
+import { API_VERSION } from './http';
+import { openWindowBodySchema } from './schemas';
+
+/**
+ * The MCP server: memgate's operations as tools for an agent, over the same clients the HTTP
+ * API answers from. Every call first checks the caller's key scope against the agent (or the
+ * window session) it names, so an out-of-scope call reads and changes nothing. Results are
+ * JSON; a MemgateError comes back as a tool error naming its type (RehydrationBlocked: the
+ * reasons and the pins in the way), which the agent can read and act on.
+ */
+export interface McpDeps {
+  memgate: MemgateClient;
+  windows: WindowClient;
+  /**
+   * The scope of the key the call is made with, asked once per tool call: over HTTP the key
+   * of the request, over stdio the configured key (so a revoked key stops working at once).
+   */
+  scope(): Promise<KeyScope>;
+  /** Told of every failure that is not a MemgateError (the caller sees only `Internal`). */
+  onServerError?: (err: unknown) => void;
+}
+
+export const MCP_SERVER_NAME = 'memgate';
+
+const sessionInput = z.strictObject({ sessionId: sessionIdSchema.describe('the window session id') });
+
+/** A result as JSON text, and as structured content for clients that read it. */
+function ok(value: unknown): CallToolResult {
+  return {
+    content: [{ type: 'text', text: JSON.stringify(value, null, 2) }],
+    structuredContent: value as Record<string, unknown>,
+  };
+}
+
+/** A MemgateError as a tool error: `Type: message`, then its details as JSON. */
+export function toolError(err: unknown, onServerError?: (err: unknown) => void): CallToolResult {
+  if (!(err instanceof MemgateError)) {
+    onServerError?.(err);
+    const error = { type: 'Internal', message: 'internal error: the server failed to answer this call' };
+    return { isError: true, content: [{ type: 'text', text: `${error.type}: ${error.message}` }] };
+  }
+  const error = { type: err.type, message: err.message, details: err.details };
+  const details = Object.keys(err.details).length ? `\n${JSON.stringify(err.details, null, 2)}` : '';
+  return {
+    isError: true,
+    content: [{ type: 'text', text: `${err.type}: ${err.message}${details}` }],
+    structuredContent: { error },
+  };
+}
+
+export function buildMcpServer(deps: McpDeps): McpServer {
+  const { memgate, windows } = deps;
+  const server = new McpServer({ name: MCP_SERVER_NAME, version: API_VERSION });
+
+  /**
+   * A tool whose call runs once the key covers what it names: the agent (`agentId`) or, for
+   * the window tools, the session (`sessionId`). Any failure comes back as a tool error.
+   */
+  const tool = <S extends z.ZodObject>(
+    name: string,
+    config: { title: string; description: string; inputSchema: S; annotations?: ToolAnnotations },
+    call: (args: z.output<S>) => Promise<unknown>,
+  ): void => {
+    const what = 'sessionId' in config.inputSchema.shape ? 'session' : 'agent';
+    const handler = async (args: z.output<S>): Promise<CallToolResult> => {
+      try {
+        const named = args as { agentId?: string; sessionId?: string };
+        assertInScope(await deps.scope(), what === 'session' ? named.sessionId : named.agentId, what);
+        return ok(await call(args));
+      } catch (err) {
+        return toolError(err, deps.onServerError);
+      }
+    };
+    server.registerTool(name, config, handler as never);
+  };
+
+  // remember: one text with its options, or several entries.
+  const entry = writeEntrySchema(writeLimitsOf(memgate.policy));
+  const single = Object.fromEntries(
+    Object.entries(entry.shape).map(([k, s]) => [k, (s as z.ZodType).optional()]),
+  ) as { [K in keyof typeof entry.shape]: z.ZodOptional<(typeof entry.shape)[K]> };
+  tool(
+    'remember',
+    {
+      title: 'Remember',
+      description:
+        "Durably store memories for an agent. Give either `text` (one memory, with its optional kind, salience, source and so on) or `entries` (several). Answers once they are stored, with each entry's id and status (`created`, or `existing` for a repeated idempotencyKey).",
+      inputSchema: z.strictObject({
+        agentId: agentIdSchema.describe('the agent whose memory this is'),
+        ...single,
+        entries: z.array(entry).optional().describe('several memories at once, instead of `text`'),
+      }),
+    },
+    async (args) => {
+      const { agentId, entries, ...one } = args;
+      if (entries !== undefined && one.text !== undefined) {
+        throw new InvalidInputError('invalid remember', [
+          { path: 'text', message: 'give either text or entries, not both' },
+        ]);
+      }
+      const list = entries ?? (one.text !== undefined ? [one as WriteEntryInput] : []);
+      return memgate.write({ agentId, entries: list });
+    },
+  );
+
+  tool(
+    'recall',
+    {
+      title: 'Recall',
+      description:
+        "Recall an agent's memories relevant to a query, best first. By default only memories above the salience gate; `deep: true` also returns dormant and cold ones, the successors of superseded facts, and `missing`: deleted memories whose terms match the query (the evidence is gone, so say so rather than guess).",
+      inputSchema: recallRequestSchema,
+    },
+    (args) => memgate.recall(args),
+  );
+
+  tool(
+    'forget',
+    {
+      title: 'Forget',
+      description:
+        'Erase one memory of an agent for good: from both tiers, the query log and every summary derived from it, leaving a content-free tombstone. Erasing it again answers with no tiers.',
+      inputSchema: forgetInputSchema,
+      annotations: { destructiveHint: true, idempotentHint: true },
+    },
+    (args) => memgate.forget(args),
+  );
+
+  tool(
+    'restore',
+    {
+      title: 'Restore',
+      description:
+        'Reverse the supersession of a memory (bring back a fact a newer one replaced), or with `freshUntil` (epoch ms) renew an expired volatile fact. A Conflict error when there is nothing to restore.',
+      inputSchema: restoreInputSchema,
+    },
+    (args) => memgate.restore(args),
+  );
+
+  tool(
+    'window_open',
+    {
+      title: 'Open a context window',
+      description:
+        "Open a session's context window (a token budget of segments), with the configured settings and any of these overrides; answers the open window if it is already open (a Conflict error if its settings differ).",
+      inputSchema: sessionInput.extend(openWindowBodySchema.shape),
+    },
+    ({ sessionId, ...overrides }) => windows.open(sessionId, overrides),
+  );
+
+  tool(
+    'window_show',
+    {
+      title: 'Show a context window',
+      description:
+        'The context window as it is (or as it was left at its close): settings, used and free tokens, resident segments with their pins, and the evictions.',
+      inputSchema: sessionInput,
+      annotations: { readOnlyHint: true },
+    },
+    ({ sessionId }) => windows.show(sessionId),
+  );
+
+  tool(
+    'window_admit',
+    {
+      title: 'Admit a segment',
+      description:
+        'Admit a segment into the window, displacing the lowest-salience unpinned segments if it is full. A RehydrationBlocked error, naming the pins in the way, if only pinned segments could make room.',
+      inputSchema: admitSchema.extend(sessionInput.shape),
+    },
+    ({ sessionId, ...input }) => windows.admit(sessionId, input),
+  );
+
+  tool(
+    'window_rehydrate',
+    {
+      title: 'Rehydrate a segment',
+      description:
+        'Bring an evicted segment back into the window at its salience now. When refused, a RehydrationBlocked error gives the reasons, what it would displace and the pins that block it: unpin them (or wait for them to lapse) and try again.',
+      inputSchema: rehydrateSchema.extend(sessionInput.shape),
+    },
+    ({ sessionId, ...input }) => windows.rehydrate(sessionId, input),
+  );
+
+  tool(
+    'window_pin',
+    {
+      title: 'Pin a segment',
+      description:
+        'Pin a resident segment so nothing displaces it: `explicit` until unpinned, `toolLoop` until its loop ends, or `untilTurn` until that turn.',
+      inputSchema: pinRequestSchema.extend(sessionInput.shape),
+    },
+    ({ sessionId, ...input }) => windows.pin(sessionId, input),
+  );
+
+  tool(
+    'window_unpin',
+    {
+      title: 'Unpin',
+      description:
+        "Give `segmentId` to release that segment's explicit and turn pins, or `loopId` to end a tool loop and release all of its pins (one of the two).",
+      inputSchema: sessionInput.extend({
+        segmentId: segmentIdSchema.optional().describe('release this segment’s explicit and turn pins'),
+        loopId: segmentIdSchema.optional().describe('end this tool loop, releasing its pins'),
+      }),
+    },
+    ({ sessionId, segmentId, loopId }) => {
+      if ((segmentId === undefined) === (loopId === undefined)) {
+        throw new InvalidInputError('invalid unpin', [
+          { path: 'segmentId', message: 'give either segmentId or loopId' },
+        ]);
+      }
+      return windows.unpin(sessionId, segmentId !== undefined ? { segmentId } : { loopId: loopId! });
+    },
+  );
+
+  tool(
+    'window_turn',
+    {
+      title: 'Advance the turn',
+      description:
+        "Advance the window's turn: the segments in `scores` take this turn's salience, the rest decay; pins that expire at this turn lapse.",
+      inputSchema: advanceTurnSchema.extend(sessionInput.shape),
+    },
+    ({ sessionId, ...input }) => windows.advanceTurn(sessionId, input),
+  );
+
+  tool(
+    'window_close',
+    {
+      title: 'Close a context window',
+      description:
+        'End the session and answer its summary; later calls but window_show are Conflict errors until it is opened again (empty).',
+      inputSchema: sessionInput,
+    },
+    ({ sessionId }) => windows.close(sessionId),
+  );
+
+  return server;
+}

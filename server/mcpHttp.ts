@@ -1,0 +1,72 @@
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { KeyScope } from '../core/keys';
+import type { MemgateClient } from '../client/client';
+import type { WindowClient } from '../client/window';
+import { bearerKey } from './auth';
+import { buildMcpServer } from './mcp';
+
+export const MCP_PATH = '/mcp';
+
+export interface McpMountDeps {
+  memgate: MemgateClient;
+  windows: WindowClient;
+  /** The scope of a live key, or Unauthenticated (MemgateClient.authenticate). */
+  authenticate(key: string): Promise<KeyScope>;
+  onServerError?: (err: unknown) => void;
+}
+
+/** A JSON-RPC error with no request id, as the transport answers what it cannot take. */
+function rpcError(reply: FastifyReply, status: number, message: string) {
+  return reply.code(status).send({ jsonrpc: '2.0', error: { code: -32000, message }, id: null });
+}
+
+/**
+ * The MCP server over Streamable HTTP at `/mcp`, on an app that is not yet listening.
+ * Stateless: each POST gets a server and transport of its own, so no session outlives its
+ * request and any instance of the service can answer. Every request needs a live key
+ * (`Authorization: Bearer <key>`, 401 Unauthenticated otherwise), and each tool call checks
+ * what it names against that key's scope. With no sessions there is no stream to GET or
+ * session to DELETE: both answer 405, which MCP clients read as "not offered".
+ */
+export function mountMcp(app: FastifyInstance, deps: McpMountDeps): void {
+  const authenticated = async (request: FastifyRequest): Promise<KeyScope> =>
+    deps.authenticate(bearerKey(request.headers.authorization));
+
+  app.post(MCP_PATH, { config: { operationId: 'mcp' } }, async (request, reply) => {
+    const scope = await authenticated(request);
+    if (request.body === undefined)
+      return rpcError(reply, 400, 'Parse error: a JSON-RPC message is required');
+    const server = buildMcpServer({
+      memgate: deps.memgate,
+      windows: deps.windows,
+      scope: async () => scope,
+      ...(deps.onServerError && { onServerError: deps.onServerError }),
+    });
+    const transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: undefined,
+      enableJsonResponse: true,
+    });
+    reply.raw.on('close', () => {
+      void transport.close();
+      void server.close();
+    });
+    await server.connect(transport);
+    // The transport writes the response itself.
+    reply.hijack();
+    await transport.handleRequest(request.raw, reply.raw, request.body);
+  });
+
+  for (const method of ['GET', 'DELETE'] as const) {
+    app.route({
+      method,
+      url: MCP_PATH,
+      config: { operationId: 'mcp' },
+      handler: async (request, reply) => {
+        await authenticated(request);
+        reply.header('allow', 'POST');
+        return rpcError(reply, 405, 'Method not allowed: this server is stateless (POST only)');
+      },
+    });
+  }
+}
