@@ -4,6 +4,7 @@ import { evidenceReader, heuristicImportanceScorer, normalisedMatchJudge } from 
 import type { ImportanceScorer, Judge, Reader } from './models';
 import { openAIImportanceScorer, openAIJudge, openAIModel, openAIReader, openAISummarizer } from './openai';
 import { extractiveSummarizer, type Summarizer } from './summarizer';
+import { openAIEmbedder, type Embedder } from './embedder';
 
 export interface Models {
   /** An OpenAI-compatible endpoint is configured; otherwise every role is local. */
@@ -66,4 +67,37 @@ export function chooseJudge(models: Models, choice: JudgeChoice): Judge {
   if (choice === 'match') return normalisedMatchJudge;
   requireEndpoint(models, 'the model judge');
   return models.judge;
+}
+
+/**
+ * Where embeddings come from, as the caller resolved it (the configured URL, the local
+ * stack's server), or why there is none: recall then says it is lexical only, never silently.
+ */
+export type EmbeddingsEndpoint = { url: string } | { unavailable: string };
+
+/** The embedder of the configured model, on the endpoint the caller resolved (configured or local). */
+export function createEmbedder(
+  config: Pick<
+    Config,
+    | 'embeddingsApiKey'
+    | 'embeddingsModel'
+    | 'embeddingsDimensions'
+    | 'embeddingsQueryPrefix'
+    | 'embeddingsPassagePrefix'
+    | 'embeddingsInputType'
+    | 'openaiTimeoutMs'
+  >,
+  baseURL: string,
+): Embedder {
+  return openAIEmbedder({
+    baseURL,
+    // The SDK insists on a key; local servers ignore it.
+    apiKey: config.embeddingsApiKey ?? 'none',
+    model: config.embeddingsModel,
+    dimensions: config.embeddingsDimensions,
+    queryPrefix: config.embeddingsQueryPrefix,
+    passagePrefix: config.embeddingsPassagePrefix,
+    sendInputType: config.embeddingsInputType,
+    timeoutMs: config.openaiTimeoutMs,
+  });
 }

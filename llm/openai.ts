@@ -36,7 +36,7 @@ export function openAIModel(s: OpenAISettings): OpenAIModel {
   };
 }
 
-function modelError(err: unknown): unknown {
+export function modelError(err: unknown): unknown {
   if (err instanceof APIConnectionTimeoutError) return new ModelError('the model request timed out', true);
   if (err instanceof APIError && err.status !== undefined) {
     const retryable = err.status === 408 || err.status === 409 || err.status === 429 || err.status >= 500;

