@@ -1,4 +1,5 @@
 import {
+  type Binary,
   MongoBulkWriteError,
   MongoClient,
   MongoError,
@@ -75,6 +76,8 @@ export interface QueryLogRecord {
   deep: boolean;
   k: number;
   hitIds: string[];
+  /** The hits found by meaning (semantically, or both ways): the night refreshes them too. */
+  meaningIds?: string[];
   missingIds?: string[];
 }
 
@@ -131,6 +134,32 @@ export interface PolicyRecord extends Policy {
   appliedAt: number;
 }
 
+/**
+ * An entry's vector under one model (store/vectors.ts). Kept apart from the entry so recall's
+ * lexical reads and the nightly phases never carry it; removed content leaves the record
+ * behind without its vector (a change others must see), like the registry of ids.
+ */
+export interface VectorRecord {
+  _id: string;
+  agentId: string;
+  model: string;
+  /** Float32, little-endian, unit length; absent once the entry's content is gone. */
+  vector?: Binary;
+  /** Digest of the text embedded: a vector whose entry's text changed since is stale. */
+  textHash?: string;
+  /** The agent's change number of this record's last change (store/vectors.ts, the feed). */
+  seq: number;
+  /** `<agentId> <page of seq>`: the changes since a number, read by equality. */
+  feedKey: string;
+  at: number;
+}
+
+/** An agent's last vector change number: what a process holding its index has not seen yet. */
+export interface VectorFeed {
+  _id: string;
+  seq: number;
+}
+
 export interface Collections {
   hot: Collection<Entry>;
   cold: Collection<Entry>;
@@ -144,6 +173,8 @@ export interface Collections {
   auditRecords: Collection<{ _id: string } & Record<string, unknown>>;
   policy: Collection<PolicyRecord>;
   apiKeys: Collection<ApiKeyRecord>;
+  vectors: Collection<VectorRecord>;
+  vectorFeeds: Collection<VectorFeed>;
 }
 
 export interface Store extends Collections {
@@ -234,13 +265,18 @@ export async function openStore(uri: string, database: string): Promise<Store> {
     auditRecords: db.collection('audit_records'),
     policy: db.collection<PolicyRecord>('policy'),
     apiKeys: db.collection<ApiKeyRecord>('api_keys'),
+    vectors: db.collection<VectorRecord>('vectors'),
+    vectorFeeds: db.collection<VectorFeed>('vector_feeds'),
     close: () => client.close(),
   };
   return store;
 }
 
 // Read by `_id` only.
-type IndexedCollection = Exclude<keyof Collections, 'runs' | 'auditRecords' | 'policy' | 'apiKeys'>;
+type IndexedCollection = Exclude<
+  keyof Collections,
+  'runs' | 'auditRecords' | 'policy' | 'apiKeys' | 'vectorFeeds'
+>;
 
 /**
  * The one list of secondary indexes. Every query the store runs on a hot path is equality
@@ -275,6 +311,9 @@ export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string,
   agents: [],
   // The write path reads it by `_id`; `memgate verify` lists an agent's ids.
   entryIds: [{ agentId: 1 }],
+  // `feedKey`: a recall-serving process reads the changes since it last looked; `agentId`:
+  // it loads an agent's vectors once, and `memgate reembed` pages through them.
+  vectors: [{ feedKey: 1 }, { agentId: 1 }],
 };
 
 /** Idempotent. */

@@ -1,0 +1,308 @@
+import { createHash } from 'node:crypto';
+import { Binary } from 'mongodb';
+import type { Entry, Tier } from '../core/entry';
+import { bulkWriteInCommands, type Store, type VectorRecord } from './db';
+import { inBatches, locateEntry, TIERS, tierCollection } from './nightly';
+
+/**
+ * Entries' vectors and the feed of their changes. A vector is written after its entry and
+ * checked against it after (docs/invariants.md, Erasure wins): every remover of content
+ * removes the content first and the vector second, so in any interleaving one of the two
+ * leaves no vector of content that is gone.
+ *
+ * The feed: every change to an agent's vectors (a vector stored, a vector removed) takes the
+ * agent's next change number, so a process holding the agent's index in memory reads, by
+ * equality on `feedKey`, only the pages of numbers it has not seen (store/vectorIndexes.ts).
+ */
+
+/** Change numbers per feed page: what one equality read returns at most. */
+export const FEED_PAGE = 256;
+
+export function feedKey(agentId: string, seq: number): string {
+  return `${agentId} ${Math.floor(seq / FEED_PAGE)}`;
+}
+
+/** What a vector was computed from: the same text, the same digest. */
+export function textHash(text: string): string {
+  return createHash('sha256').update(text).digest('base64url').slice(0, 22);
+}
+
+export function encodeVector(v: Float32Array): Binary {
+  return new Binary(Buffer.from(v.buffer, v.byteOffset, v.byteLength));
+}
+
+export function decodeVector(b: Binary): Float32Array {
+  const bytes = b.buffer;
+  // Copied: the driver's buffer may be a view at an offset Float32Array cannot start on.
+  const copy = new Uint8Array(bytes.length);
+  copy.set(bytes);
+  return new Float32Array(copy.buffer);
+}
+
+/** Take `n` change numbers of the agent's feed; returns the first. */
+async function takeChangeNumbers(store: Store, agentId: string, n: number): Promise<number> {
+  const feed = await store.vectorFeeds.findOneAndUpdate(
+    { _id: agentId },
+    { $inc: { seq: n } },
+    { upsert: true, returnDocument: 'after' },
+  );
+  return feed!.seq - n + 1;
+}
+
+/** The agent's last change number (0 before its first vector). */
+export async function lastChangeNumber(store: Store, agentId: string): Promise<number> {
+  return (await store.vectorFeeds.findOne({ _id: agentId }))?.seq ?? 0;
+}
+
+/**
+ * The records of one feed page changed after `afterSeq`: equality on the page's key (an
+ * index serves it on every server), the rest filtered by the server within the page.
+ */
+export async function feedPage(
+  store: Store,
+  agentId: string,
+  page: number,
+  afterSeq: number,
+): Promise<VectorRecord[]> {
+  const found = await store.vectors.find({ feedKey: `${agentId} ${page}`, seq: { $gt: afterSeq } }).toArray();
+  return found.filter((r) => r.agentId === agentId);
+}
+
+/** Every vector record of an agent, a batch at a time: loading an index, paging `reembed`. */
+export async function* agentVectors(
+  store: Store,
+  agentId: string,
+  batch: number,
+): AsyncGenerator<VectorRecord[]> {
+  const cursor = store.vectors.find({ agentId }).batchSize(batch);
+  let page: VectorRecord[] = [];
+  try {
+    for await (const r of cursor) {
+      page.push(r);
+      if (page.length >= batch) {
+        yield page;
+        page = [];
+      }
+    }
+    if (page.length) yield page;
+  } finally {
+    await cursor.close();
+  }
+}
+
+/** An entry and the tier it was found in: where its `embed` work is settled. */
+export interface EmbedTarget {
+  id: string;
+  tier: Tier;
+}
+
+export interface ToEmbed extends EmbedTarget {
+  text: string;
+  textHash: string;
+}
+
+/**
+ * Of these ids, the entries (either tier) still awaiting a vector of `model`: stored, and
+ * with no vector of that model for their current text. The rest need nothing. Only an entry
+ * that records `model` can have a current vector, so only its vector is read (a new entry's
+ * never is: the write path's embedding costs no read of the vectors).
+ */
+export async function entriesToEmbed(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+  model: string,
+): Promise<{ toEmbed: ToEmbed[]; current: EmbedTarget[] }> {
+  const unique = [...new Set(ids)];
+  const located = await Promise.all(unique.map((id) => locateEntry(store, agentId, id)));
+  const records = await Promise.all(
+    unique.map((_id, i) =>
+      located[i]?.entry.embeddedWith === model
+        ? store.vectors.findOne({ _id, agentId }, { projection: { vector: 0 } })
+        : null,
+    ),
+  );
+  const toEmbed: ToEmbed[] = [];
+  const current: EmbedTarget[] = [];
+  unique.forEach((id, i) => {
+    const found = located[i];
+    if (!found) return;
+    const hash = textHash(found.entry.text);
+    const r = records[i];
+    if (r && r.model === model && r.textHash === hash && r.seq > 0) current.push({ id, tier: found.tier });
+    else toEmbed.push({ id, tier: found.tier, text: found.entry.text, textHash: hash });
+  });
+  return { toEmbed, current };
+}
+
+/** The vectors of `model` these entries have (point reads), by id; an id without one is left out. */
+export async function vectorsOf(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+  model: string,
+): Promise<Map<string, Float32Array>> {
+  const records = await Promise.all([...new Set(ids)].map((_id) => store.vectors.findOne({ _id, agentId })));
+  const out = new Map<string, Float32Array>();
+  for (const r of records) if (r?.vector && r.model === model) out.set(r._id, decodeVector(r.vector));
+  return out;
+}
+
+/**
+ * Store vectors of `model`, then look again: a vector whose entry is gone, or whose text
+ * changed since it was read, leaves at once (docs/invariants.md, Erasure wins). Returns the
+ * entries that kept their vector, with the tier they were found in just now.
+ */
+export async function storeVectors(
+  store: Store,
+  agentId: string,
+  model: string,
+  items: readonly (ToEmbed & { vector: Float32Array })[],
+  at: number,
+): Promise<EmbedTarget[]> {
+  if (items.length === 0) return [];
+  const first = await takeChangeNumbers(store, agentId, items.length);
+  await bulkWriteInCommands(
+    store.vectors,
+    items.map((item, i) => ({
+      replaceOne: {
+        filter: { _id: item.id, agentId },
+        replacement: {
+          agentId,
+          model,
+          vector: encodeVector(item.vector),
+          textHash: item.textHash,
+          seq: first + i,
+          feedKey: feedKey(agentId, first + i),
+          at,
+        },
+        upsert: true,
+      },
+    })),
+    { ordered: false },
+  );
+  const located = await Promise.all(items.map((item) => locateEntry(store, agentId, item.id)));
+  const stale = items.filter((item, i) => !located[i] || textHash(located[i].entry.text) !== item.textHash);
+  if (stale.length)
+    await dropVectors(
+      store,
+      agentId,
+      stale.map((s) => s.id),
+      at,
+    );
+  return items.flatMap((item, i) => {
+    const found = located[i];
+    return found && textHash(found.entry.text) === item.textHash ? [{ id: item.id, tier: found.tier }] : [];
+  });
+}
+
+/**
+ * The vectors of these ids leave (the records stay, content-free, as the change others must
+ * see). Called after the content itself is gone or replaced.
+ */
+export async function dropVectors(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+  at: number,
+): Promise<void> {
+  const present = (
+    await Promise.all(ids.map((_id) => store.vectors.findOne({ _id, agentId }, { projection: { _id: 1 } })))
+  ).flatMap((r) => (r ? [r._id] : []));
+  if (present.length === 0) return;
+  const first = await takeChangeNumbers(store, agentId, present.length);
+  await bulkWriteInCommands(
+    store.vectors,
+    present.map((_id, i) => ({
+      updateOne: {
+        filter: { _id, agentId },
+        update: {
+          $set: { seq: first + i, feedKey: feedKey(agentId, first + i), at },
+          $unset: { vector: '', textHash: '' },
+        },
+      },
+    })),
+    { ordered: false },
+  );
+}
+
+/**
+ * The entries' `embed` work is done: it leaves their pending lists, in the tier each was
+ * found in, and each records the model. (An entry moved since keeps `embed` in its new
+ * copy; the night settles it, embedding it again if need be.) The version is left
+ * alone: a vector changes nothing the nightly phases decide on, so it must not fail their
+ * version-guarded writes.
+ */
+export async function settleEmbedded(
+  store: Store,
+  agentId: string,
+  targets: readonly EmbedTarget[],
+  model: string,
+): Promise<void> {
+  for (const tier of TIERS) {
+    const ids = targets.filter((t) => t.tier === tier).map((t) => t.id);
+    if (ids.length === 0) continue;
+    await bulkWriteInCommands(
+      tierCollection(store, tier),
+      ids.map((_id) => ({
+        updateOne: {
+          filter: { _id, agentId },
+          update: { $pull: { pending: 'embed' }, $set: { embeddedWith: model } },
+        },
+      })),
+      { ordered: false },
+    );
+  }
+}
+
+/**
+ * Entries (either tier) still awaiting their vector, a page at a time, with their text: the
+ * nightly `embed` phase and `memgate reembed`. Each page is settled before the next is read.
+ */
+export async function* awaitingEmbedding(
+  store: Store,
+  agentId: string,
+  batch: number,
+): AsyncGenerator<Pick<Entry, '_id' | 'text'>[]> {
+  for (const tier of TIERS) {
+    yield* inBatches<Pick<Entry, '_id' | 'text'>>(
+      tierCollection(store, tier) as never,
+      { agentId, pending: 'embed' },
+      batch,
+      { _id: 1, text: 1 },
+    );
+  }
+}
+
+/** Whether any hot entry of the agent still awaits its vector: the write path's embedding has not settled. */
+export async function hotAwaitingEmbedding(store: Store, agentId: string): Promise<boolean> {
+  return (await store.hot.findOne({ agentId, pending: 'embed' }, { projection: { _id: 1 } })) !== null;
+}
+
+/**
+ * Every entry of the agent (either tier) awaits its vector again: `memgate reembed` after a
+ * change of model. One pass over the agent's entries; rerun, it marks the same entries.
+ */
+export async function markForEmbedding(
+  store: Store,
+  agentId: string,
+  batch: number,
+  onPage: () => void,
+): Promise<number> {
+  let marked = 0;
+  for (const tier of TIERS) {
+    const collection = tierCollection(store, tier);
+    for await (const page of inBatches(collection, { agentId }, batch, { _id: 1 })) {
+      await bulkWriteInCommands(
+        collection,
+        page.map(({ _id }) => ({
+          updateOne: { filter: { _id, agentId }, update: { $addToSet: { pending: 'embed' as const } } },
+        })),
+        { ordered: false },
+      );
+      marked += page.length;
+      onPage();
+    }
+  }
+  return marked;
+}
