@@ -1,5 +1,6 @@
 import type { Config } from '../core/config';
-import { createModels } from '../llm';
+import { createModels, type EmbeddingsEndpoint } from '../llm';
+import { createEmbedActivities } from './embed';
 import type { Store } from '../store/db';
 import { createAuditActivities } from '../audit/activities';
 import { withTypedFailures } from './failures';
@@ -13,31 +14,47 @@ import { createWriteActivities } from './write';
 export interface ActivityDeps {
   store: Store;
   config: Config;
+  embeddings: EmbeddingsEndpoint;
 }
 
 /** Every activity of the production worker, each wrapped once. */
 export function createActivities(deps: ActivityDeps) {
   // The local models, or the OpenAI-compatible ones when OPENAI_BASE_URL is set.
   const models = createModels(deps.config);
+  const { embedEntries, embedPhase, markForReembedding, reembedAwaiting } = withLiveness(
+    createEmbedActivities(deps.store, deps.config, deps.embeddings),
+  );
   return withTypedFailures({
     ...createPolicyActivities(deps.store),
     ...createWriteActivities(deps.store),
-    ...withLiveness(createNightlyActivities(deps.store, deps.config, models.summarizer)),
+    ...withLiveness(createNightlyActivities(deps.store, deps.config, models.summarizer, deps.embeddings)),
     ...withLiveness(createForgetActivities(deps.store, models.summarizer)),
     ...withLiveness(createRestoreActivities(deps.store)),
+    embedEntries,
+    embedPhase,
+    markForReembedding,
+    reembedAwaiting,
   });
 }
 
 // What each workflow may call: its own activities, and the stored policy it reads once.
 type PolicyActivities = ReturnType<typeof createPolicyActivities>;
-export type WriteActivities = ReturnType<typeof createWriteActivities> & PolicyActivities;
-export type NightlyActivities = ReturnType<typeof createNightlyActivities> & PolicyActivities;
+type EmbedActivities = ReturnType<typeof createEmbedActivities>;
+export type WriteActivities = ReturnType<typeof createWriteActivities> &
+  PolicyActivities &
+  Pick<EmbedActivities, 'embedEntries'>;
+export type NightlyActivities = ReturnType<typeof createNightlyActivities> &
+  PolicyActivities &
+  Pick<EmbedActivities, 'embedPhase'>;
+export type ReembedActivities = Pick<EmbedActivities, 'markForReembedding' | 'reembedAwaiting'>;
 export type ForgetActivities = ReturnType<typeof createForgetActivities> & PolicyActivities;
 export type RestoreActivities = ReturnType<typeof createRestoreActivities>;
 
 /** The audit's, for its own worker on its own task queue: production workers never load them. */
 export function createAuditWorkerActivities(deps: ActivityDeps) {
-  return withTypedFailures(createAuditActivities(deps.store, deps.config, createModels(deps.config)));
+  return withTypedFailures(
+    createAuditActivities(deps.store, deps.config, createModels(deps.config), deps.embeddings),
+  );
 }
 
 export type AuditActivities = ReturnType<typeof createAuditWorkerActivities>;

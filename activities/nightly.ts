@@ -18,6 +18,11 @@ import type { Store } from '../store/db';
 import { recordRun, type RunContext, type RunRecord } from '../store/nightly';
 import { mongoNight } from '../store/nightStore';
 import { heartbeat, heartbeating } from './liveness';
+import type { EmbeddingsEndpoint } from '../llm';
+import type { MeaningNeighbours } from '../core/nightly/clusters';
+import type { Neighbour } from '../core/vectorIndex';
+import { VectorIndexes } from '../store/vectorIndexes';
+import { vectorsOf } from '../store/vectors';
 
 import { pruneRecords } from '../store/retention';
 import {
@@ -50,13 +55,22 @@ export type { PhaseCounts };
  * run's `asOf`, heartbeats its progress and is idempotent; each count it returns is read
  * back from the run's ledger records, so it is exact across retries.
  */
-export function createNightlyActivities(store: Store, config: Config, summarizer: Summarizer) {
+export function createNightlyActivities(
+  store: Store,
+  config: Config,
+  summarizer: Summarizer,
+  embeddings: EmbeddingsEndpoint,
+) {
   /** The stored policy the workflow read for this run, and this worker's batch size. */
   const nightPolicy = (policy: Policy): NightPolicy => ({
     memory: memoryPolicy(policy),
     refresh: refreshPolicy(policy),
     reclaim: reclaimPolicy(policy),
-    cluster: { similarity: policy.clusterSimilarity, neighbours: policy.clusterNeighbours },
+    cluster: {
+      similarity: policy.clusterSimilarity,
+      neighbours: policy.clusterNeighbours,
+      ...(policy.clusterByMeaning && { meaningSimilarity: policy.clusterMeaningSimilarity }),
+    },
     batch: config.nightlyBatch,
     queryLogRetentionDays: policy.queryLogRetentionDays,
   });
@@ -67,6 +81,27 @@ export function createNightlyActivities(store: Store, config: Config, summarizer
     return { run, policy: nightPolicy(policy) };
   };
   const night = (run: RunContext) => heartbeating(mongoNight(store, run, config.nightlyBatch));
+  // With embeddings, the agent's vectors of this worker's model, searched through the same
+  // bounded in-memory index recall uses (store/vectorIndexes.ts), loaded on the first night.
+  const indexes = 'url' in embeddings ? new VectorIndexes(store, config.vectorIndexMaxVectors) : undefined;
+  const byMeaning =
+    indexes &&
+    ((agentId: string) =>
+      async (ids: readonly string[], k: number, minSimilarity: number): Promise<MeaningNeighbours> => {
+        const model = config.embeddingsModel;
+        const out = new Map<string, Neighbour[]>();
+        for (const [id, vector] of await vectorsOf(store, agentId, ids, model)) {
+          const found = await indexes.nearest(agentId, model, vector, k + 1);
+          // An agent larger than the bound is clustered by its terms alone.
+          if (!found.available) break;
+          out.set(
+            id,
+            found.neighbours.filter((n) => n.id !== id && n.similarity >= minSimilarity).slice(0, k),
+          );
+          heartbeat({ searched: out.size });
+        }
+        return out;
+      });
 
   return {
     async expirePhase(input: PhaseInput): Promise<{ expired: number }> {
@@ -83,7 +118,16 @@ export function createNightlyActivities(store: Store, config: Config, summarizer
 
     async consolidatePhase(input: PhaseInput): Promise<{ summarised: number; lossySummaries: number }> {
       const { run, policy } = checked(input);
-      return consolidatePhase(night(run), run, policy, (texts) => summarizer.summarize(texts), heartbeat);
+      return consolidatePhase(
+        night(run),
+        run,
+        policy,
+        {
+          summarize: (texts) => summarizer.summarize(texts),
+          ...(byMeaning && { neighboursByMeaning: byMeaning(run.agentId) }),
+        },
+        heartbeat,
+      );
     },
 
     async supersedePhase(input: PhaseInput): Promise<{ superseded: number }> {

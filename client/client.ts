@@ -1,17 +1,16 @@
 import {
-  ApplicationFailure,
   Client,
   isGrpcDeadlineError,
   Connection,
   WithStartWorkflowOperation,
   WorkflowNotFoundError,
-  WorkflowUpdateFailedError,
 } from '@temporalio/client';
 import { StackUnavailableError, UnauthenticatedError } from '../core/errors';
 import type { KeyScope } from '../core/keys';
 import { authenticate } from '../store/keys';
 import type { Config } from '../core/config';
 import {
+  agentIdSchema,
   memoryPolicy,
   parseWriteRequest,
   type MemoryPolicy,
@@ -23,7 +22,10 @@ import { parseRecallRequest, type RecallRequestInput } from '../core/recall';
 import { openStore, type Store } from '../store/db';
 import { adoptPolicy } from '../store/policy';
 import { policyOf, writeLimitsOf, type Policy } from '../core/policy';
-import { recall, type RecallResult } from '../store/recall';
+import { recall, type RecallResult, type SemanticQuery } from '../store/recall';
+import { VectorIndexes } from '../store/vectorIndexes';
+import { createEmbedder, type EmbeddingsEndpoint } from '../llm';
+import type { Embedder } from '../llm/embedder';
 import { verifyStore, type VerifyReport } from '../store/verify';
 import {
   consolidateAgentInputSchema,
@@ -33,6 +35,7 @@ import {
   verifyRequestSchema,
   type ConsolidationReport,
   type PersistedEntry,
+  type ReembedResult,
   type RestoreResult,
   type WriteResult,
 } from '../core/messages';
@@ -40,10 +43,12 @@ import { assertNotAhead } from '../core/clock';
 import { forget, forgetWorkflowId } from '../workflows/forget';
 import { consolidateAgent, consolidateAgentWorkflowId } from '../workflows/nightly';
 import { restore, restoreWorkflowId } from '../workflows/restore';
-import { agentMemory, agentMemoryWorkflowId, RUN_ENDING, writeUpdate } from '../workflows/agentMemory';
+import { reembed, reembedWorkflowId } from '../workflows/reembed';
+import { agentMemory, agentMemoryWorkflowId, writeUpdate } from '../workflows/agentMemory';
 import { WriteCoalescer } from '../core/writeCoalescer';
 import { temporalConnectionOptions } from './connection';
 import { toMemgateError } from './errors';
+import { resending } from './resend';
 
 /** A client call: whatever fails in it reaches the caller as a MemgateError (client/errors.ts). */
 async function typed<T>(call: () => Promise<T>): Promise<T> {
@@ -54,16 +59,13 @@ async function typed<T>(call: () => Promise<T>): Promise<T> {
   }
 }
 
-/** A hand-over takes one workflow task or two; a write waits this long between tries. */
-const HANDOVER_PAUSE_MS = 50;
-const HANDOVER_ATTEMPTS = 200;
-
 /** Agents whose workflow this client has seen running; a bound on memory, not a cache policy. */
 const MAX_REMEMBERED_AGENTS = 10_000;
 
 export interface ClientEndpoints {
   temporalAddress: string;
   mongoUri: string;
+  embeddings: EmbeddingsEndpoint;
 }
 
 /**
@@ -76,6 +78,9 @@ export class MemgateClient {
   private readonly runningAgents = new Set<string>();
 
   private readonly memory: MemoryPolicy;
+  /** The agents' nearest-neighbour indexes this process holds (store/vectorIndexes.ts). */
+  private readonly vectorIndexes: VectorIndexes;
+  private readonly embedder: Embedder | undefined;
 
   private constructor(
     readonly temporal: Client,
@@ -83,7 +88,10 @@ export class MemgateClient {
     private readonly config: Config,
     /** The stored policy as this client found it when it connected (docs/invariants.md, One policy). */
     readonly policy: Policy,
+    private readonly embeddings: EmbeddingsEndpoint,
   ) {
+    this.vectorIndexes = new VectorIndexes(store, config.vectorIndexMaxVectors);
+    this.embedder = 'url' in embeddings ? createEmbedder(config, embeddings.url) : undefined;
     this.limits = writeLimitsOf(policy);
     this.memory = memoryPolicy(policy);
     this.coalescer = new WriteCoalescer(
@@ -104,7 +112,7 @@ export class MemgateClient {
     const store = await openStore(endpoints.mongoUri, config.database);
     const { version, ...policy } = await typed(() => adoptPolicy(store, policyOf(config)));
     void version;
-    return new MemgateClient(temporal, store, config, policy);
+    return new MemgateClient(temporal, store, config, policy, endpoints.embeddings);
   }
 
   /**
@@ -138,26 +146,22 @@ export class MemgateClient {
   }
 
   /**
-   * One Update; sent again while the agent's run is handing over to the next (RUN_ENDING),
-   * which takes moments: the write is idempotent, and the next run takes it.
+   * One Update; sent again while the agent's run is handing over to the next, or when the
+   * server aborted it before any run took it (client/resend.ts). Both take moments; the write
+   * is idempotent, so a resend lands the same ids.
    */
   private async sendWrite(agentId: string, entries: WriteEntry[]): Promise<PersistedEntry[]> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.withinDeadline(agentId, () => this.sendWriteOnce(agentId, entries));
-      } catch (err) {
-        const handingOver =
-          err instanceof WorkflowUpdateFailedError &&
-          err.cause instanceof ApplicationFailure &&
-          err.cause.type === RUN_ENDING;
-        if (!handingOver) throw toMemgateError(err);
-        if (attempt >= HANDOVER_ATTEMPTS) {
-          throw new StackUnavailableError(`the memory workflow of agent ${agentId} kept handing over`, {
-            agentId,
-          });
-        }
-        await new Promise((r) => setTimeout(r, HANDOVER_PAUSE_MS));
-      }
+    try {
+      return await resending(
+        () => this.withinDeadline(agentId, () => this.sendWriteOnce(agentId, entries)),
+        (reason, attempts) =>
+          new StackUnavailableError(
+            `the write for agent ${agentId} was turned away ${attempts} times (${reason}); sending it again is safe`,
+            { agentId },
+          ),
+      );
+    } catch (err) {
+      throw toMemgateError(err);
     }
   }
 
@@ -194,9 +198,31 @@ export class MemgateClient {
     this.runningAgents.add(agentId);
   }
 
+  /**
+   * Hybrid recall when the query can be embedded; lexical otherwise, and the result says why
+   * (an endpoint that fails does not fail the recall: the words still find what they find).
+   */
   async recall(request: RecallRequestInput): Promise<RecallResult> {
     const checked = parseRecallRequest(request);
-    return typed(() => recall(this.store, checked, this.memory));
+    const semantic = await this.semanticQuery(checked.query);
+    return typed(() => recall(this.store, checked, this.memory, semantic));
+  }
+
+  private async semanticQuery(query: string): Promise<SemanticQuery> {
+    if (!this.embedder) return { unavailable: (this.embeddings as { unavailable: string }).unavailable };
+    const started = performance.now();
+    try {
+      const [vector] = await this.embedder.embed([query], 'query');
+      return {
+        indexes: this.vectorIndexes,
+        model: this.embedder.model,
+        vector: vector!,
+        embeddingMs: performance.now() - started,
+        minSimilarity: this.config.semanticMinSimilarity,
+      };
+    } catch (err) {
+      return { unavailable: `the query could not be embedded: ${(err as Error).message}` };
+    }
   }
 
   /** Run one agent's nightly pass as of `asOf`; joins a run of the same agent and instant already under way. */
@@ -219,6 +245,23 @@ export class MemgateClient {
     return typed(() =>
       this.temporal.workflow.execute(restore, {
         workflowId: restoreWorkflowId(request.agentId, request.entryId),
+        taskQueue: this.config.taskQueue,
+        args: [request],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    );
+  }
+
+  /**
+   * Convert an agent's store to this client's embedding model (`memgate reembed`): resumable,
+   * and a second call while one runs joins it. Workers must embed with the same model.
+   */
+  async reembed(input: { agentId: string }): Promise<ReembedResult> {
+    const agentId = parseInput(agentIdSchema, input.agentId, 'agent id');
+    const request = { agentId, model: this.config.embeddingsModel };
+    return typed(() =>
+      this.temporal.workflow.execute(reembed, {
+        workflowId: reembedWorkflowId(agentId),
         taskQueue: this.config.taskQueue,
         args: [request],
         workflowIdConflictPolicy: 'USE_EXISTING',

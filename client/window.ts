@@ -2,7 +2,7 @@ import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@tempor
 import type { UpdateDefinition } from '@temporalio/common';
 import type { z } from 'zod';
 import type { Config } from '../core/config';
-import { ConflictError, NotFoundError } from '../core/errors';
+import { ConflictError, NotFoundError, StackUnavailableError } from '../core/errors';
 import {
   parseWith,
   sessionClosed,
@@ -32,6 +32,7 @@ import {
   windowQuery,
 } from '../workflows/contextWindow';
 import { toMemgateError } from './errors';
+import { resending } from './resend';
 
 const overridesSchema = windowSettingsSchema.omit({ pinGuard: true, retainedEvictions: true }).partial();
 export type WindowOverrides = z.input<typeof overridesSchema>;
@@ -131,7 +132,17 @@ export class WindowClient {
     const session = parseWith(sessionIdSchema, sessionId, 'session id');
     const handle = this.temporal.workflow.getHandle<typeof contextWindow>(contextWindowWorkflowId(session));
     try {
-      return await fn(handle);
+      // A call the server aborted before the session's run took it is sent again (client/resend.ts).
+      return await resending(
+        () => fn(handle),
+        (reason, attempts) =>
+          new StackUnavailableError(
+            `the call to session ${session} was turned away ${attempts} times (${reason})`,
+            {
+              sessionId: session,
+            },
+          ),
+      );
     } catch (err) {
       throw await failure(session, handle, err);
     }

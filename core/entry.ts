@@ -16,9 +16,10 @@ export type Tier = 'hot' | 'cold';
  * since the last one instead of the whole store (docs/invariants.md, Index-driven).
  * `terms`: its terms are not yet in the document frequencies; `cluster`: not yet compared
  * with its neighbours; `supersede`: a fact whose subject was not yet checked; `expire`: a
- * volatile fact not yet past `freshUntil`.
+ * volatile fact not yet past `freshUntil`; `embed`: no vector of its current text yet (the
+ * agent's workflow embeds new entries soon after the write; the night embeds what is left).
  */
-export type PendingWork = 'terms' | 'cluster' | 'supersede' | 'expire';
+export type PendingWork = 'terms' | 'cluster' | 'supersede' | 'expire' | 'embed';
 
 export interface Provenance {
   origin: Origin;
@@ -61,6 +62,8 @@ export interface Entry {
   refreshedAt?: number;
   spilledAt?: number;
   pending?: PendingWork[];
+  /** The model of the entry's vector (store/vectors.ts), once it has one. */
+  embeddedWith?: string;
   /**
    * `<agentId> <term>` for each term: the store's lookup key for an agent's postings, one
    * equality that one index serves precisely in a table many agents share (store/entries.ts).
@@ -83,6 +86,7 @@ export function initialPending(e: Pick<Entry, 'kind' | 'subject' | 'validity'>):
   if (e.kind !== 'summary') work.push('cluster');
   if (e.subject !== undefined) work.push('supersede');
   if (e.validity.volatile && e.validity.freshUntil !== undefined) work.push('expire');
+  work.push('embed');
   return work;
 }
 

@@ -39,6 +39,8 @@ export const phaseCountsSchema = z.strictObject({
   superseded: tally,
   spilled: tally,
   evicted: tally,
+  /** Entries (summaries among them) given their vector by the night. */
+  embedded: tally,
 });
 export type PhaseCounts = z.output<typeof phaseCountsSchema>;
 
@@ -65,6 +67,33 @@ export const restoreStepSchema = restoreInputSchema.extend({ at: epochMs });
 /** Rebuilding the summaries an erased entry fed, under the policy the erasure read. */
 export const forgetDerivedSchema = forgetStepSchema.extend({ policy: policySchema });
 
+/** Ids per embedding call of the agent's workflow: one activity, a few requests to the endpoint. */
+export const MAX_EMBED_IDS = 256;
+
+/** The agent's workflow, after a write: vectors for the entries it created. */
+export const embedEntriesInputSchema = z.strictObject({
+  agentId: agentIdSchema,
+  ids: z.array(entryIdSchema).min(1).max(MAX_EMBED_IDS),
+});
+
+/** `memgate reembed`: one agent's store, to the model the caller names (the worker must embed with it). */
+export const reembedInputSchema = z.strictObject({
+  agentId: agentIdSchema,
+  model: z.string().min(1).max(200),
+});
+export type ReembedInput = z.output<typeof reembedInputSchema>;
+
+/** What an embedding call did: how many entries got their vector, or why none could. */
+export type EmbedOutcome = { embedded: number } | { unavailable: string };
+
+export interface ReembedResult {
+  agentId: string;
+  model: string;
+  /** Entries marked to be embedded again (both tiers). */
+  marked: number;
+  embedded: number;
+}
+
 export const verifyRequestSchema = z.strictObject({ agentId: agentIdSchema.optional() });
 
 export const nightlyAgentsInputSchema = z.strictObject({
@@ -86,6 +115,12 @@ export const auditSettingsSchema = z.strictObject({
   reader: z.enum(['evidence', 'model']),
   judge: z.enum(['match', 'model']),
   restoreCapTokens: z.number().int().positive(),
+  /**
+   * Which ranker fills the read context: the frozen BM25 top-60, as in the paper, or memgate's
+   * hybrid fusion with embeddings (core/hybrid.ts). Defaulted so a run started before the
+   * choice existed still parses on replay.
+   */
+  ranker: z.enum(['bm25', 'hybrid']).default('bm25'),
 });
 
 export const auditInputSchema = z.strictObject({

@@ -20,12 +20,17 @@ export const policySchema = z
     reclaimFloor: fraction,
     refreshWindowHours: z.number().finite().positive(),
     refreshSalience: z.number().finite().gt(0).max(1),
+    // Defaulted, so a policy stored before the field existed still reads.
+    refreshByMeaning: z.boolean().default(true),
     hotCapacity: count,
     highWatermark: z.number().finite().positive().max(1),
     lowWatermark: z.number().finite().positive().max(1),
     evictLossySubsumed: z.boolean(),
     clusterSimilarity: fraction,
     clusterNeighbours: count,
+    // Defaulted, so a policy stored before the fields existed still reads.
+    clusterByMeaning: z.boolean().default(false),
+    clusterMeaningSimilarity: fraction.default(0.96),
     queryLogRetentionDays: count,
     ledgerRetentionDays: count,
     runRetentionDays: count,

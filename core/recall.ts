@@ -3,6 +3,7 @@ import { agentIdSchema, isExpired, zodIssues, type Entry, type Tier } from './en
 import { InvalidInputError } from './errors';
 import { salienceAt } from './salience';
 import { termSequence, terms } from './text';
+import { fuseScores, type FoundBy } from './hybrid';
 
 export const recallRequestSchema = z.strictObject({
   agentId: agentIdSchema,
@@ -41,6 +42,10 @@ export interface RecallHit {
   expired: boolean;
   source: Entry['source'];
   writtenAt: number;
+  /** Whether its words, its meaning or both found it (lexical only when recall is). */
+  foundBy: FoundBy;
+  /** Cosine similarity to the query, when the semantic ranking held it. */
+  similarity?: number;
 }
 
 export interface Candidate {
@@ -102,15 +107,17 @@ export function candidateTerms(
 const K1 = 1.2;
 const B = 0.75;
 
+/** A candidate with its BM25 score against the query (before salience). */
+export interface Scored {
+  candidate: Candidate;
+  lexical: number;
+}
+
 /**
- * BM25 over the candidate set (which is every entry sharing a term with the query), each
- * score multiplied by the entry's current salience. Ties go to the newer write.
+ * BM25 over the candidate set (which is every entry sharing a term with the query): the
+ * candidates that hold a query term, best first (ties to the newer write).
  */
-export function rankCandidates(
-  queryTerms: readonly string[],
-  candidates: readonly Candidate[],
-  opts: { now: number; halfLifeMs: number; gateThreshold: number; k: number },
-): RecallHit[] {
+export function scoreLexical(queryTerms: readonly string[], candidates: readonly Candidate[]): Scored[] {
   const docs = candidates.map((c) => {
     const seq = termSequence(c.entry.text);
     const tf = new Map<string, number>();
@@ -124,22 +131,93 @@ export function rankCandidates(
     const df = docs.filter((d) => d.tf.has(t)).length;
     idf.set(t, Math.log(1 + (n - df + 0.5) / (df + 0.5)));
   }
-  const hits = docs.map(({ c, tf, len }) => {
-    let lexical = 0;
-    for (const t of queryTerms) {
-      const f = tf.get(t) ?? 0;
-      if (f) lexical += idf.get(t)! * ((f * (K1 + 1)) / (f + K1 * (1 - B + (B * len) / Math.max(avgLen, 1))));
-    }
-    return recallHit(c, opts.now, opts.halfLifeMs, lexical);
-  });
+  return docs
+    .map(({ c, tf, len }) => {
+      let lexical = 0;
+      for (const t of queryTerms) {
+        const f = tf.get(t) ?? 0;
+        if (f)
+          lexical += idf.get(t)! * ((f * (K1 + 1)) / (f + K1 * (1 - B + (B * len) / Math.max(avgLen, 1))));
+      }
+      return { candidate: c, lexical };
+    })
+    .filter((s) => s.lexical > 0)
+    .sort((a, b) => b.lexical - a.lexical || b.candidate.entry.writtenAt - a.candidate.entry.writtenAt);
+}
+
+/** Best first by score, ties to the newer write; the top k. */
+function topK(hits: RecallHit[], k: number): RecallHit[] {
   return hits
     .filter((h) => h.score > 0)
     .sort((a, b) => b.score - a.score || b.writtenAt - a.writtenAt)
-    .slice(0, opts.k);
+    .slice(0, k);
 }
 
-/** A hit for one candidate: its lexical score weighted by its salience now. */
-export function recallHit(c: Candidate, now: number, halfLifeMs: number, lexical: number): RecallHit {
+/** Lexical recall: each candidate's BM25 score multiplied by its current salience. */
+export function rankCandidates(
+  queryTerms: readonly string[],
+  candidates: readonly Candidate[],
+  opts: { now: number; halfLifeMs: number; gateThreshold: number; k: number },
+): RecallHit[] {
+  return topK(
+    scoreLexical(queryTerms, candidates).map((s) =>
+      recallHit(s.candidate, opts.now, opts.halfLifeMs, s.lexical, 'lexical'),
+    ),
+    opts.k,
+  );
+}
+
+/**
+ * Hybrid recall: the lexical scores and the semantic list (the nearest neighbours that passed
+ * the same tier filter, nearest first) fused into one relevance (core/hybrid.ts), which is
+ * multiplied by the entry's current salience, as a lexical score is.
+ */
+export function rankHybrid(
+  lexical: readonly Scored[],
+  semantic: readonly { candidate: Candidate; similarity: number }[],
+  opts: { now: number; halfLifeMs: number; k: number; minSimilarity: number; bestSimilarity?: number },
+): RecallHit[] {
+  const byId = new Map<string, Candidate>();
+  for (const s of lexical) byId.set(s.candidate.entry._id, s.candidate);
+  const similarity = new Map<string, number>();
+  for (const s of semantic) {
+    if (!byId.has(s.candidate.entry._id)) byId.set(s.candidate.entry._id, s.candidate);
+    similarity.set(s.candidate.entry._id, s.similarity);
+  }
+  const fused = fuseScores(
+    lexical.map((s) => ({ id: s.candidate.entry._id, score: s.lexical })),
+    semantic.map((s) => ({ id: s.candidate.entry._id, similarity: s.similarity })),
+    opts.minSimilarity,
+    opts.bestSimilarity,
+  );
+  return topK(
+    fused.map((f) => {
+      const hit = recallHit(byId.get(f.id)!, opts.now, opts.halfLifeMs, f.relevance, f.foundBy);
+      const sim = similarity.get(f.id);
+      if (sim !== undefined) hit.similarity = sim;
+      return hit;
+    }),
+    opts.k,
+  );
+}
+
+/**
+ * Whether an entry that would score at most `bound` could still be among the top k of
+ * `hits` (ranked best first): the stopping rule of hybrid recall's neighbour reads, after
+ * Fagin's threshold algorithm. A tie could enter (ties go to the newer write).
+ */
+export function couldEnterTopK(hits: readonly RecallHit[], k: number, bound: number): boolean {
+  return hits.length < k || bound >= hits[k - 1]!.score;
+}
+
+/** A hit for one candidate: its relevance (BM25, or the fused one) weighted by its salience now. */
+export function recallHit(
+  c: Candidate,
+  now: number,
+  halfLifeMs: number,
+  relevance: number,
+  foundBy: FoundBy,
+): RecallHit {
   const salience = salienceAt(c.entry.salience, now, halfLifeMs);
   const e = c.entry;
   const hit: RecallHit = {
@@ -149,7 +227,8 @@ export function recallHit(c: Candidate, now: number, halfLifeMs: number, lexical
     tier: c.tier,
     dormant: e.dormantAt <= now,
     salience,
-    score: lexical * salience,
+    score: relevance * salience,
+    foundBy,
     lossy_summary: e.lossy_summary === true,
     isActive: e.isActive,
     expired: isExpired(e, now),

@@ -70,7 +70,7 @@ const provenance = z.object({
   ref: z.string().optional(),
 });
 
-const recallHit = z.object({
+const successor = z.object({
   id: z.string(),
   text: z.string(),
   kind: z.enum(['episode', 'fact', 'constraint', 'summary']),
@@ -87,6 +87,31 @@ const recallHit = z.object({
   writtenAt: epochMs,
 });
 
+const recallHit = successor.extend({
+  foundBy: z
+    .enum(['lexical', 'semantic', 'both'])
+    .describe('whether its words, its meaning (embedding) or both found it'),
+  similarity: z
+    .number()
+    .optional()
+    .describe('cosine similarity to the query, when the semantic ranking held it'),
+});
+
+const retrieval = z
+  .discriminatedUnion('mode', [
+    z.object({
+      mode: z.literal('hybrid'),
+      model: z.string(),
+      otherModelVectors: z
+        .number()
+        .int()
+        .describe('entries embedded by another model, found lexically only until `memgate reembed`'),
+      queryEmbeddingMs: z.number(),
+    }),
+    z.object({ mode: z.literal('lexical'), reason: z.string().describe('why recall was lexical only') }),
+  ])
+  .describe('hybrid (lexical and semantic, fused), or lexical only and why');
+
 const standIn = z.object({
   summaryId: z.string(),
   lossy: z.boolean(),
@@ -96,6 +121,7 @@ const standIn = z.object({
 
 export const recallResultSchema: z.ZodType<Result<Memgate['recall']>> = z.object({
   hits: z.array(recallHit),
+  retrieval,
   missing: z
     .array(
       z.object({
@@ -111,7 +137,7 @@ export const recallResultSchema: z.ZodType<Result<Memgate['recall']>> = z.object
   asOf: epochMs,
   candidates: z.number().int(),
   successors: z
-    .array(recallHit)
+    .array(successor)
     .optional()
     .describe('deep recall only: the entries that superseded a hit, each chain to its current fact'),
 });

@@ -250,7 +250,7 @@ export class SimStore {
     await expirePhase(night, run);
     await refreshPhase(night, run, this.policy);
     await supersedePhase(night);
-    await consolidatePhase(night, run, this.policy, async (texts) => extractiveSummary(texts));
+    await consolidatePhase(night, run, this.policy, { summarize: async (texts) => extractiveSummary(texts) });
     if (this.mode === 'memgate') await reclaimPhase(night, run, this.policy);
     else this.deleteLeastSalient(asOf, d);
     this.lastNight = asOf;
@@ -320,7 +320,7 @@ export class SimStore {
       queriesSince: async (since) =>
         this.loggedQueries
           .filter((q) => q.at <= run.asOf && (since === undefined || q.at > since))
-          .map(({ terms, hitIds }) => ({ terms, hitIds })),
+          .map(({ terms, hitIds }) => ({ terms, hitIds, meaningIds: [] })),
       previousRunAsOf: async () => this.lastNight,
       tierCounts: async () => ({ hot: this.hot.size, cold: this.cold.size }),
       hotStorage: () => batches([...this.hot.values()].sort((a, b) => (a._id < b._id ? -1 : 1))),

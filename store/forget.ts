@@ -2,6 +2,7 @@ import { claimPatch, restoreSupersessionPatch } from '../core/nightly/clusters';
 import type { Entry } from '../core/entry';
 import { ERASED, type Store } from './db';
 import { termKeys } from './entries';
+import { dropVectors } from './vectors';
 import {
   annotate,
   deleteEntry,
@@ -100,9 +101,15 @@ export async function replaceSummaryContent(
   if (summary.lossyReasons !== undefined) content.lossyReasons = summary.lossyReasons;
   await annotate(store, agentId, _id, (e) =>
     stillBuiltFromErased(e)
-      ? { set: content, unset: summary.lossyReasons === undefined ? ['lossyReasons'] : [] }
+      ? {
+          // The new text awaits its own vector.
+          set: { ...content, pending: [...new Set([...(e.pending ?? []), 'embed' as const])] },
+          unset: summary.lossyReasons === undefined ? ['lossyReasons'] : [],
+        }
       : undefined,
   );
+  // The old vector holds the erased entry's meaning; it goes after the text it was made from.
+  await dropVectors(store, agentId, [_id], at);
   for (const [sourceId, ok] of lossless) {
     await annotate(store, agentId, sourceId, (e) => claimPatch(e, _id, ok, { link: false }));
   }

@@ -127,7 +127,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
     settle,
     async queriesSince(since) {
       const inRange = (at: number) => at <= run.asOf && (since === undefined || at > since);
-      const projection = { terms: 1, at: 1, hitIds: 1 };
+      const projection = { terms: 1, at: 1, hitIds: 1, meaningIds: 1 };
       const logged: QueryLogRecord[] = [];
       if (since === undefined)
         logged.push(...(await store.queries.find({ agentId }, { projection }).toArray()));
@@ -136,7 +136,9 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
           logged.push(...(await store.queries.find({ agentId, day }, { projection }).toArray()));
         }
       }
-      return logged.filter((q) => inRange(q.at)).map((q) => ({ terms: q.terms, hitIds: q.hitIds }));
+      return logged
+        .filter((q) => inRange(q.at))
+        .map((q) => ({ terms: q.terms, hitIds: q.hitIds, meaningIds: q.meaningIds ?? [] }));
     },
     previousRunAsOf: () => previousRunAsOf(store, run.asOf, { kind: 'agent', agentId }),
     tierCounts: () => tierCounts(store, agentId),

@@ -35,6 +35,7 @@ import {
   type Store,
 } from './db';
 import { gateKeys, insertNewEntries, termKeys } from './entries';
+import { dropVectors } from './vectors';
 import { adjustDocumentFrequencies, termKey } from './terms';
 
 /**
@@ -496,6 +497,9 @@ export async function deleteEntry(
     if (res.deletedCount) from.push(tier);
   }
   await countDeleted(store, agentId, from);
+  // After the content, never before (store/vectors.ts): a vector stored meanwhile finds its
+  // entry gone and leaves by itself.
+  if (!(await locateEntry(store, agentId, id))) await dropVectors(store, agentId, [id], Date.now());
   return from;
 }
 

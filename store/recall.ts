@@ -1,17 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import type { MemoryPolicy } from '../core/entry';
+import { semanticDepth, semanticShare } from '../core/hybrid';
 import {
+  couldEnterTopK,
+  inDefaultRecall,
   POSTINGS_BUDGET,
   rankCandidates,
+  rankHybrid,
   recallHit,
+  scoreLexical,
+  type Candidate,
   type RecallHit,
   type RecallRequest,
+  type Scored,
 } from '../core/recall';
 import { terms } from '../core/text';
 import type { Store, Tombstone } from './db';
 import { findCandidates, logQuery } from './entries';
 import { termKey } from './terms';
-import { locateEntry } from './nightly';
+import { findById, locateEntry } from './nightly';
+import type { VectorIndexes } from './vectorIndexes';
 
 export interface MissingEvidence {
   tombstoneId: string;
@@ -22,21 +30,56 @@ export interface MissingEvidence {
   matchedTerms: string[];
 }
 
+/** An entry that superseded a hit: found by the supersession walk, not by the query. */
+export type Successor = Omit<RecallHit, 'foundBy' | 'similarity'>;
+
+/**
+ * How this recall retrieved: hybrid (lexical and semantic, fused), or lexical only, and then
+ * why (no embeddings endpoint, the endpoint failed, the agent's index is too large), so a
+ * caller never mistakes a lexical-only answer for a semantic one.
+ */
+export type Retrieval =
+  | {
+      mode: 'hybrid';
+      model: string;
+      /** Entries whose vector is of another model: found lexically only until `memgate reembed`. */
+      otherModelVectors: number;
+      /** Time to embed the query, apart from the recall itself. */
+      queryEmbeddingMs: number;
+    }
+  | { mode: 'lexical'; reason: string };
+
+/** What a semantic recall brings: the query's vector, or why there is none. */
+export type SemanticQuery =
+  | {
+      indexes: VectorIndexes;
+      model: string;
+      vector: Float32Array;
+      embeddingMs: number;
+      /** Neighbours less similar than this are not found by meaning (MEMGATE_SEMANTIC_MIN_SIMILARITY). */
+      minSimilarity: number;
+    }
+  | { unavailable: string };
+
 export interface RecallResult {
   hits: RecallHit[];
+  retrieval: Retrieval;
   /**
    * Deep recall only: deleted entries whose terms match the query
    * (docs/invariants.md, Missing evidence reported).
    */
   missing?: MissingEvidence[];
   asOf: number;
-  /** Entries that shared a term with the query and passed the tier filters: what was ranked. */
+  /**
+   * What was ranked: entries that shared a term with the query and passed the tier filters,
+   * and the nearest neighbours that passed them too.
+   */
   candidates: number;
   /**
    * Deep recall only: the entries that superseded a hit, each chain followed to its current
    * fact, whether or not they match the query (the supersession walk).
    */
-  successors?: RecallHit[];
+  successors?: Successor[];
 }
 
 /** Longest supersession chain deep recall follows (a guard against a corrupt cycle). */
@@ -48,9 +91,9 @@ async function supersessionSuccessors(
   hits: RecallHit[],
   now: number,
   policy: MemoryPolicy,
-): Promise<RecallHit[]> {
+): Promise<Successor[]> {
   const seen = new Set<string>();
-  const successors: RecallHit[] = [];
+  const successors: Successor[] = [];
   let frontier = hits.map((h) => h.supersededBy).filter((id): id is string => id !== undefined);
   for (let depth = 0; frontier.length > 0 && depth < MAX_CHAIN; depth++) {
     const next: string[] = [];
@@ -59,7 +102,7 @@ async function supersessionSuccessors(
       seen.add(id);
       const found = await locateEntry(store, agentId, id);
       if (!found) continue;
-      const hit = recallHit(found, now, policy.halfLifeMs, 0);
+      const { foundBy: _walk, ...hit } = recallHit(found, now, policy.halfLifeMs, 0, 'lexical');
       successors.push(hit);
       if (hit.supersededBy) next.push(hit.supersededBy);
     }
@@ -84,18 +127,110 @@ async function tombstonesMatching(store: Store, agentId: string, queryTerms: str
 }
 
 /**
- * A direct, indexed read (recall does not go through Temporal). It appends to the query log
- * and changes nothing else (docs/invariants.md, Read-only recall).
+ * Neighbours read per round: point reads by `_id`, in parallel. Not one `$in` read: FerretDB
+ * on PostgreSQL plans `_id: {$in: …}` (and `$or`) as a sequential scan of the table
+ * (docs/invariants.md, Index-driven), and a point read uses the `_id` index.
  */
-export async function recall(store: Store, req: RecallRequest, policy: MemoryPolicy): Promise<RecallResult> {
+const NEIGHBOUR_READS = 16;
+
+/**
+ * The semantic list: the nearest neighbours that pass the same tier filter as lexical
+ * candidates (default recall: hot, active, unexpired, above the gate), at most `depth`. A
+ * neighbour the lexical candidates hold costs nothing; any other is read by `_id`, nearest
+ * first, only while it could still enter the top k: its score is at most its semantic share
+ * (it shares no word with the query, or it would be a lexical candidate) at salience 1. So a
+ * recall reads the neighbours that can change its answer, not the whole list.
+ */
+async function semanticRanking(
+  store: Store,
+  req: RecallRequest,
+  now: number,
+  neighbours: readonly { id: string; similarity: number }[],
+  lexical: readonly Scored[],
+  opts: { k: number; depth: number; minSimilarity: number; bestSimilarity: number; halfLifeMs: number },
+): Promise<{ candidate: Candidate; similarity: number }[]> {
+  const known = new Map(lexical.map((s) => [s.candidate.entry._id, s.candidate]));
+  const ranked: { candidate: Candidate; similarity: number }[] = [];
+  for (const n of neighbours) {
+    const c = known.get(n.id);
+    if (c && ranked.length < opts.depth) ranked.push({ candidate: c, similarity: n.similarity });
+  }
+  const unread = neighbours.filter((n) => !known.has(n.id));
+  for (let i = 0; i < unread.length && ranked.length < opts.depth; i += NEIGHBOUR_READS) {
+    const hits = rankHybrid(lexical, ranked, { now, ...opts });
+    const bound = semanticShare(unread[i]!.similarity, opts.minSimilarity, opts.bestSimilarity);
+    if (!couldEnterTopK(hits, opts.k, bound)) break;
+    const round = unread.slice(i, i + NEIGHBOUR_READS);
+    const found = await Promise.all(
+      round.map(async ({ id }): Promise<Candidate | undefined> => {
+        if (req.deep) return locateEntry(store, req.agentId, id);
+        const entry = await findById(store.hot, req.agentId, id);
+        return entry && inDefaultRecall(entry, now) ? { entry, tier: 'hot' } : undefined;
+      }),
+    );
+    round.forEach((n, j) => {
+      const candidate = found[j];
+      if (candidate && ranked.length < opts.depth) ranked.push({ candidate, similarity: n.similarity });
+    });
+  }
+  return ranked;
+}
+
+/**
+ * A direct, indexed read (recall does not go through Temporal). It appends to the query log
+ * and changes nothing else (docs/invariants.md, Read-only recall). With a query vector, the
+ * agent's nearest neighbours join the lexical candidates (hybrid); without one, recall is
+ * lexical and its result says why.
+ */
+export async function recall(
+  store: Store,
+  req: RecallRequest,
+  policy: MemoryPolicy,
+  semantic: SemanticQuery,
+): Promise<RecallResult> {
   const now = req.asOf ?? Date.now();
   const queryTerms = terms(req.query);
-  const [candidates, stones] = await Promise.all([
+  const [candidates, stones, search] = await Promise.all([
     findCandidates(store, { agentId: req.agentId, terms: queryTerms, now, deep: req.deep }),
     req.deep ? tombstonesMatching(store, req.agentId, queryTerms) : [],
+    'unavailable' in semantic
+      ? undefined
+      : semantic.indexes.nearest(req.agentId, semantic.model, semantic.vector, 2 * semanticDepth(req.k)),
   ]);
-  const hits = rankCandidates(terms(req.query), candidates, { now, k: req.k, ...policy });
-  const result: RecallResult = { hits, asOf: now, candidates: candidates.length };
+  let hits: RecallHit[];
+  let retrieval: Retrieval;
+  let ranked = candidates.length;
+  if ('unavailable' in semantic || !search?.available) {
+    hits = rankCandidates(queryTerms, candidates, { now, k: req.k, ...policy });
+    retrieval = {
+      mode: 'lexical',
+      reason: 'unavailable' in semantic ? semantic.unavailable : (search as { reason: string }).reason,
+    };
+  } else {
+    const lexical = scoreLexical(queryTerms, candidates);
+    const neighbours = search.neighbours.filter((n) => n.similarity >= semantic.minSimilarity);
+    const scale = {
+      k: req.k,
+      minSimilarity: semantic.minSimilarity,
+      // The best the search found, before recall's filters: the top of every semantic share.
+      bestSimilarity: neighbours[0]?.similarity ?? semantic.minSimilarity,
+      halfLifeMs: policy.halfLifeMs,
+    };
+    const semanticRanked = await semanticRanking(store, req, now, neighbours, lexical, {
+      ...scale,
+      depth: semanticDepth(req.k),
+    });
+    const known = new Set(candidates.map((c) => c.entry._id));
+    ranked += semanticRanked.filter((s) => !known.has(s.candidate.entry._id)).length;
+    hits = rankHybrid(lexical, semanticRanked, { now, ...scale });
+    retrieval = {
+      mode: 'hybrid',
+      model: semantic.model,
+      otherModelVectors: search.otherModel,
+      queryEmbeddingMs: semantic.embeddingMs,
+    };
+  }
+  const result: RecallResult = { hits, retrieval, asOf: now, candidates: ranked };
   if (req.deep) {
     result.successors = await supersessionSuccessors(store, req.agentId, hits, now, policy);
     result.missing = stones.map((t) => {
@@ -118,6 +253,7 @@ export async function recall(store: Store, req: RecallRequest, policy: MemoryPol
     deep: req.deep,
     k: req.k,
     hitIds: hits.map((h) => h.id),
+    meaningIds: hits.filter((h) => h.foundBy !== 'lexical').map((h) => h.id),
     ...(result.missing ? { missingIds: result.missing.map((m) => m.tombstoneId) } : {}),
   });
   return result;

@@ -7,6 +7,7 @@ import { CONFIG_SPECS, type Config } from '../core/config';
 import { policyDrift, policyOf } from '../core/policy';
 import { adoptPolicy } from '../store/policy';
 import { ensureIndexes, openStore, type Store } from '../store/db';
+import type { EmbeddingsEndpoint } from '../llm';
 
 export interface WorkerHandle {
   worker: Worker;
@@ -18,6 +19,7 @@ export interface WorkerHandle {
 export interface Endpoints {
   temporalAddress: string;
   mongoUri: string;
+  embeddings: EmbeddingsEndpoint;
 }
 
 /**
@@ -31,15 +33,18 @@ export function installRuntime(config: Config): void {
   if (runtimeInstalled) return;
   Runtime.install({
     logger: new DefaultLogger(config.logLevel),
-    // One Prometheus endpoint per process: the SDK's worker metrics and memgate's own, which
-    // activities, workflows and the HTTP API record through the same meter.
-    ...(config.metricsPort !== undefined && {
-      telemetryOptions: {
+    telemetryOptions: {
+      // The SDK core's own log lines go through the same logger, to stderr: by default it
+      // prints them to stdout, which is the commands' (and the benchmarks') output.
+      logging: { forward: {} },
+      // One Prometheus endpoint per process: the SDK's worker metrics and memgate's own, which
+      // activities, workflows and the HTTP API record through the same meter.
+      ...(config.metricsPort !== undefined && {
         metrics: {
           prometheus: { bindAddress: `${config.httpHost}:${config.metricsPort}`, countersTotalSuffix: true },
         },
-      },
-    }),
+      }),
+    },
   });
   runtimeInstalled = true;
 }
@@ -55,7 +60,7 @@ export async function createMemgateWorker(
     workflows: opts.workflowBundle
       ? { workflowBundle: opts.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') },
-    activities: (store) => createActivities({ store, config }),
+    activities: (store) => createActivities({ store, config, embeddings: endpoints.embeddings }),
   });
 }
 
@@ -66,7 +71,7 @@ export async function createAuditWorker(config: Config, endpoints: Endpoints): P
     // A file path, not a module name: the test runner's `require` does not resolve `.ts`. The
     // file beside this one's kind: dist/'s compiled .js, or the .ts sources under tsx and vitest.
     workflows: { workflowsPath: join(__dirname, '..', 'audit', `workflow${extname(__filename)}`) },
-    activities: (store) => createAuditWorkerActivities({ store, config }),
+    activities: (store) => createAuditWorkerActivities({ store, config, embeddings: endpoints.embeddings }),
   });
 }
 

@@ -5,8 +5,10 @@ import {
   condition,
   continueAsNew,
   defineUpdate,
+  proxyActivities,
   proxyLocalActivities,
   setHandler,
+  sleep,
   workflowInfo,
 } from '@temporalio/workflow';
 import {
@@ -19,12 +21,24 @@ import {
   type WriteRequestInput,
 } from '../core/entry';
 import { InvalidInputError } from '../core/errors';
-import { parseInput } from '../core/messages';
+import { entryIdSchema, MAX_EMBED_IDS, parseInput } from '../core/messages';
 import { writeLimitsOf, type Policy } from '../core/policy';
 import { z } from 'zod';
 import { asApplicationFailure } from '../core/failures';
 import type { PersistedEntry, WriteResult } from '../core/messages';
 import type { WriteActivities } from '../activities';
+
+/** Ids a run hands over to the next one to embed; beyond it, the night embeds them. */
+const MAX_CARRIED_UNEMBEDDED = 2_000;
+
+/**
+ * The run embeds once the agent's writes have paused this long (no batch persisted in it),
+ * so a burst is acknowledged as fast as with no embeddings at all (docs/invariants.md,
+ * Writes come first). One timer a pause, not one a write: a write cancels nothing.
+ */
+const EMBED_AFTER_QUIET_MS = 1_000;
+/** Under writes that never pause, an entry waits at most this long for its vector. */
+const EMBED_MAX_WAIT_MS = 60_000;
 
 export const agentMemoryInputSchema = z.strictObject({
   agentId: agentIdSchema,
@@ -33,8 +47,25 @@ export const agentMemoryInputSchema = z.strictObject({
    * how tests reach the hand-over (as Temporal's samples do). Unset in production.
    */
   continueAsNewAfterBatches: z.number().int().positive().optional(),
+  /** Entries the previous run created and had not embedded yet when it handed over. */
+  unembedded: z.array(entryIdSchema).max(MAX_CARRIED_UNEMBEDDED).optional(),
 });
 export type AgentMemoryInput = z.output<typeof agentMemoryInputSchema>;
+
+/**
+ * Vectors, after the acknowledgement (dual-phase): an activity of its own, retried and
+ * visible in the Temporal UI, which never holds a write back. An endpoint that stays down
+ * leaves the entries' `embed` work to the night.
+ */
+const { embedEntries } = proxyActivities<WriteActivities>({
+  startToCloseTimeout: '2 minutes',
+  retry: {
+    initialInterval: '1 second',
+    maximumInterval: '30 seconds',
+    maximumAttempts: 5,
+    nonRetryableErrorTypes: ['InvalidInput', 'InvalidConfig'],
+  },
+});
 
 /**
  * Before a run has read the stored policy (its first moments), a write is checked for shape
@@ -163,6 +194,39 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
     },
   );
 
+  // Created entries awaiting their vector, and those the embedding call in flight holds.
+  const unembedded: string[] = [...(input.unembedded ?? [])];
+  let embedding: string[] = [];
+  // A worker with no embeddings endpoint says so; this run then stops asking (each call
+  // would cost the server an activity for nothing) and the night embeds the entries.
+  let embeddingUnavailable = false;
+  const untilWritesPause = async (): Promise<void> => {
+    const due = Date.now() + EMBED_MAX_WAIT_MS;
+    let seen: number;
+    do {
+      seen = batches;
+      await sleep(EMBED_AFTER_QUIET_MS);
+    } while (batches !== seen && Date.now() < due);
+  };
+  const embedLane = async (): Promise<void> => {
+    while (!embeddingUnavailable) {
+      await condition(() => unembedded.length > 0);
+      await untilWritesPause();
+      embedding = unembedded.splice(0, MAX_EMBED_IDS);
+      try {
+        const outcome = await embedEntries({ agentId: input.agentId, ids: embedding });
+        if ('unavailable' in outcome) {
+          embeddingUnavailable = true;
+          unembedded.length = 0;
+        }
+      } catch {
+        // Tried and recorded in history; the entries keep their `embed` work for the night.
+      }
+      embedding = [];
+    }
+  };
+  void embedLane();
+
   policy = await currentPolicy();
   for (;;) {
     await condition(() => pending.length > 0 || handOverDue());
@@ -172,7 +236,11 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
       // accepted, and only then hands its history over.
       ending = true;
       await condition(() => pending.length > 0 || allHandlersFinished());
-      if (pending.length === 0) await continueAsNew<typeof agentMemory>(input);
+      if (pending.length === 0) {
+        const carried = [...embedding, ...unembedded].slice(0, MAX_CARRIED_UNEMBEDDED);
+        const { unembedded: _previous, ...rest } = input;
+        await continueAsNew<typeof agentMemory>(carried.length ? { ...rest, unembedded: carried } : rest);
+      }
     }
     // Once per run, before its first write: the nightly run fans out over registered agents.
     if (!registered) {
@@ -200,6 +268,9 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
         policy,
       );
       batch.forEach((p, i) => p.done(results[i]!));
+      for (const entries of results) {
+        for (const e of entries) if (e.status === 'created' && !embeddingUnavailable) unembedded.push(e.id);
+      }
     } catch (err) {
       batch.forEach((p) => p.done(persistFailure(err)));
     }

@@ -3,3 +3,4 @@ export { contextWindow } from './contextWindow';
 export { forget } from './forget';
 export { consolidateAgent, nightlyConsolidation } from './nightly';
 export { restore } from './restore';
+export { reembed } from './reembed';

@@ -1,5 +1,5 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { continueAsNew, executeChild, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import { continueAsNew, executeChild, log, proxyActivities, workflowInfo } from '@temporalio/workflow';
 import type { NightlyActivities } from '../activities';
 import type { ConsolidationReport, PhaseCounts } from '../core/messages';
 import { consolidateAgentInputSchema, phaseCountsSchema, type ConsolidateAgentInput } from '../core/messages';
@@ -27,6 +27,15 @@ const phases = proxyActivities<NightlyActivities>({
   retry: RETRY,
 });
 
+// The embed phase's endpoint is another server: when it stays down, the night goes on
+// without it (the entries keep their `embed` work for the next night) after a few tries,
+// visible in the run's history, rather than failing the agent's consolidation.
+const { embedPhase } = proxyActivities<NightlyActivities>({
+  startToCloseTimeout: '2 hours',
+  heartbeatTimeout: '20 seconds',
+  retry: { ...RETRY, maximumAttempts: 4 },
+});
+
 /**
  * One agent's nightly pass, each phase its own activity
  * (README, Nightly reflective consolidation); its result is the counts.
@@ -50,6 +59,18 @@ export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<Cons
   const { superseded } = await phases.supersedePhase(run);
   const { summarised, lossySummaries } = await phases.consolidatePhase(run);
   const { spilled, evicted } = await phases.reclaimPhase(run);
+  // Last: tonight's summaries are written, and what reclaim deleted needs no vector.
+  let embedded = 0;
+  try {
+    const outcome = await embedPhase(run);
+    if ('embedded' in outcome) embedded = outcome.embedded;
+  } catch (err) {
+    // The work stays pending for the next night; the failure is in the run's history.
+    log.warn('the embed phase failed; its entries wait for the next night', {
+      agentId: run.agentId,
+      error: (err as Error).message,
+    });
+  }
   const counts: PhaseCounts = {
     expired,
     refreshed,
@@ -59,6 +80,7 @@ export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<Cons
     superseded,
     spilled,
     evicted,
+    embedded,
   };
   return phases.reportPhase(run, counts);
 }
@@ -100,6 +122,7 @@ const EMPTY_COUNTS: PhaseCounts = {
   superseded: 0,
   spilled: 0,
   evicted: 0,
+  embedded: 0,
 };
 
 /**

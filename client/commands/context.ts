@@ -1,6 +1,7 @@
 import { parseConfig, type Config } from '../../core/config';
 import { endpoints as localEndpoints, stackStatus } from '../../stack/stack';
-import { MemgateClient } from '../client';
+import { MemgateClient, type ClientEndpoints } from '../client';
+import { resolveEmbeddings } from '../connection';
 import { StackUnavailableError } from '../../core/errors';
 
 /** Configuration, read from the environment once per CLI invocation. */
@@ -11,9 +12,12 @@ export function config(): Config {
 }
 
 /** The servers to talk to: the configured ones, else the local stack, which must be up. */
-export async function resolveEndpoints(): Promise<{ temporalAddress: string; mongoUri: string }> {
+export async function resolveEndpoints(): Promise<ClientEndpoints> {
   const c = config();
-  if (c.temporalAddress && c.mongoUri) return { temporalAddress: c.temporalAddress, mongoUri: c.mongoUri };
+  const embeddings = await resolveEmbeddings(c, c);
+  if (c.temporalAddress && c.mongoUri) {
+    return { temporalAddress: c.temporalAddress, mongoUri: c.mongoUri, embeddings };
+  }
   const status = await stackStatus(c);
   if ((!c.temporalAddress && !status.temporal) || (!c.mongoUri && !status.mongo)) {
     throw new StackUnavailableError(
@@ -24,6 +28,7 @@ export async function resolveEndpoints(): Promise<{ temporalAddress: string; mon
   return {
     temporalAddress: c.temporalAddress ?? local.temporalAddress,
     mongoUri: c.mongoUri ?? local.mongoUri,
+    embeddings,
   };
 }
 

@@ -54,6 +54,8 @@ export const restoreOptions = z
     ...(o.freshUntil !== undefined && { freshUntil: o.freshUntil }),
   }));
 
+export const reembedOptions = z.object({ agent: z.string() }).transform((o) => ({ agentId: o.agent }));
+
 export const forgetOptions = z
   .object({ agent: z.string(), entryId: z.string() })
   .transform((o) => ({ agentId: o.agent, entryId: o.entryId }));
@@ -113,6 +115,17 @@ export function registerMemoryCommands(program: Command): void {
     .action(async (entryId: string, raw: Record<string, unknown>, command: Command) => {
       const request = parseOptions(restoreOptions, { ...raw, entryId }, command);
       printJson(await withClient((c) => c.restore(request)));
+    });
+
+  program
+    .command('reembed')
+    .description(
+      'give every entry of an agent a vector of the configured embedding model (after a change of model); resumable, and recall reports the entries still on another model until it has',
+    )
+    .requiredOption('-a, --agent <agentId>', 'agent id')
+    .action(async (raw: Record<string, unknown>, command: Command) => {
+      const request = parseOptions(reembedOptions, raw, command);
+      printJson(await withClient((c) => c.reembed(request)));
     });
 
   program

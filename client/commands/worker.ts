@@ -2,6 +2,7 @@ import { maskUri } from '../../core/config';
 import type { Command } from 'commander';
 import { stackDown, stackUp } from '../../stack/stack';
 import { ensureNightlySchedule } from '../schedule';
+import { resolveEmbeddings } from '../connection';
 import { MemgateClient } from '../client';
 import { config, resolveEndpoints } from './context';
 import { announce, startHttpServer } from './serve';
@@ -16,16 +17,18 @@ export function registerWorkerCommands(program: Command): void {
       const c = config();
       let started: string[] = [];
       let ui = 'the Web UI of your Temporal server';
-      let endpoints = { temporalAddress: c.temporalAddress ?? '', mongoUri: c.mongoUri ?? '' };
+      let servers = { temporalAddress: c.temporalAddress ?? '', mongoUri: c.mongoUri ?? '' };
       if (!c.temporalAddress || !c.mongoUri) {
         const up = await stackUp(c);
         started = up.started;
-        endpoints = {
+        servers = {
           temporalAddress: c.temporalAddress ?? up.temporalAddress,
           mongoUri: c.mongoUri ?? up.mongoUri,
         };
         if (!c.temporalAddress) ui = up.uiUrl;
       }
+      const embeddings = await resolveEmbeddings(c, c);
+      const endpoints = { ...servers, embeddings };
       try {
         const { createMemgateWorker } = await import('../../worker/worker');
         const handle = await createMemgateWorker(c, endpoints);
@@ -34,7 +37,10 @@ export function registerWorkerCommands(program: Command): void {
           `schedule ${schedule.scheduleId} ${schedule.action}: nightly at ${c.nightlyAt} ${c.nightlyTimezone}`,
         );
         console.log(
-          `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${maskUri(endpoints.mongoUri)}`,
+          `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${maskUri(endpoints.mongoUri)}, ` +
+            ('url' in embeddings
+              ? `embeddings ${embeddings.url} (hybrid recall)`
+              : `no embeddings (${embeddings.unavailable}): recall is lexical only`),
         );
         // The HTTP API beside the worker; the worker's run ends on Ctrl-C, and the API with it.
         const client = await MemgateClient.connect(c, endpoints);

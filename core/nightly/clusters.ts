@@ -6,7 +6,9 @@ import { countTokens, terms } from '../text';
 
 /**
  * Near-duplicate clustering for the consolidate phase: lexical similarity (cosine over
- * distinct terms) and, per entry, its top-K most similar neighbours above a threshold.
+ * distinct terms), and when the policy asks for it similarity of meaning (cosine of the
+ * entries' embeddings); per entry, its top-K most similar neighbours above a threshold.
+ * What a summary keeps is still decided by the atom check alone: similarity only proposes.
  */
 
 export interface ClusterItem {
@@ -20,7 +22,12 @@ export interface ClusterOptions {
   similarity: number;
   /** Neighbours considered per entry; a cluster holds at most K + 1 entries. */
   neighbours: number;
+  /** Cosine similarity of embeddings at or above which two entries are near-duplicates; unset, meaning is not used. */
+  meaningSimilarity?: number;
 }
+
+/** An entry's nearest neighbours by embedding, as a vector index found them. */
+export type MeaningNeighbours = ReadonlyMap<string, readonly { id: string; similarity: number }[]>;
 
 /**
  * Terms in more entries than this do not propose neighbours (they still count in the
@@ -40,8 +47,17 @@ export function termSimilarity(a: ReadonlySet<string>, b: ReadonlySet<string>): 
 /**
  * Clusters in a deterministic order: entries are taken oldest first, and each one not yet
  * in a cluster seeds one with its free top-K neighbours. Singletons are not returned.
+ *
+ * A neighbour qualifies by either similarity reaching its threshold; neighbours are ranked
+ * by how far past its threshold the better of the two is, as a share of the way to 1, so the
+ * two scales (term sets overlap less than embeddings agree) rank on one. Without `meaning`
+ * (or `meaningSimilarity`) the clusters are exactly the lexical ones.
  */
-export function nearDuplicateClusters(items: readonly ClusterItem[], opts: ClusterOptions): string[][] {
+export function nearDuplicateClusters(
+  items: readonly ClusterItem[],
+  opts: ClusterOptions,
+  meaning: MeaningNeighbours = new Map(),
+): string[][] {
   const ordered = [...items].sort((a, b) => a.writtenAt - b.writtenAt || (a.id < b.id ? -1 : 1));
   const sets = ordered.map((i) => new Set(i.terms));
   const postings = new Map<string, number[]>();
@@ -52,6 +68,9 @@ export function nearDuplicateClusters(items: readonly ClusterItem[], opts: Clust
       else postings.set(t, [index]);
     }
   });
+  const byMeaning = meaningAdjacency(ordered, opts.meaningSimilarity === undefined ? new Map() : meaning);
+  const past = (sim: number, threshold: number) =>
+    sim >= threshold ? (sim - threshold) / (1 - threshold) : -1;
   const assigned = new Uint8Array(ordered.length);
   const clusters: string[][] = [];
   for (let i = 0; i < ordered.length; i++) {
@@ -62,10 +81,18 @@ export function nearDuplicateClusters(items: readonly ClusterItem[], opts: Clust
       if (list.length > CLUSTER_MAX_POSTINGS) continue;
       for (const j of list) if (j !== i && !assigned[j]) candidates.add(j);
     }
+    const similarByMeaning = byMeaning[i];
+    for (const j of similarByMeaning?.keys() ?? []) if (!assigned[j]) candidates.add(j);
     const neighbours = [...candidates]
-      .map((j) => ({ j, sim: termSimilarity(sets[i]!, sets[j]!) }))
-      .filter((n) => n.sim >= opts.similarity)
-      .sort((a, b) => b.sim - a.sim || a.j - b.j)
+      .map((j) => ({
+        j,
+        strength: Math.max(
+          past(termSimilarity(sets[i]!, sets[j]!), opts.similarity),
+          past(similarByMeaning?.get(j) ?? 0, opts.meaningSimilarity ?? Number.POSITIVE_INFINITY),
+        ),
+      }))
+      .filter((n) => n.strength >= 0)
+      .sort((a, b) => b.strength - a.strength || a.j - b.j)
       .slice(0, opts.neighbours);
     if (neighbours.length === 0) continue;
     const members = [i, ...neighbours.map((n) => n.j)].sort((a, b) => a - b);
@@ -73,6 +100,27 @@ export function nearDuplicateClusters(items: readonly ClusterItem[], opts: Clust
     clusters.push(members.map((m) => ordered[m]!.id));
   }
   return clusters;
+}
+
+/** Per item, the other items it is similar to by meaning, either way round (cosine is symmetric). */
+function meaningAdjacency(
+  ordered: readonly ClusterItem[],
+  meaning: MeaningNeighbours,
+): Map<number, number>[] {
+  const index = new Map(ordered.map((item, i) => [item.id, i]));
+  const adjacency = ordered.map(() => new Map<number, number>());
+  for (const [id, neighbours] of meaning) {
+    const i = index.get(id);
+    if (i === undefined) continue;
+    for (const n of neighbours) {
+      const j = index.get(n.id);
+      if (j === undefined || j === i) continue;
+      const sim = Math.max(n.similarity, adjacency[i]!.get(j) ?? Number.NEGATIVE_INFINITY);
+      adjacency[i]!.set(j, sim);
+      adjacency[j]!.set(i, sim);
+    }
+  }
+  return adjacency;
 }
 
 /**

@@ -4,6 +4,8 @@ import {
   clusterable,
   CLUSTER_MAX_POSTINGS,
   nearDuplicateClusters,
+  type ClusterOptions,
+  type MeaningNeighbours,
 } from './clusters';
 import type { Entry, MemoryPolicy, PendingWork, Tier } from '../entry';
 import {
@@ -55,13 +57,15 @@ export interface Located {
 export interface LoggedQuery {
   terms: string[];
   hitIds: string[];
+  /** The hits it found by meaning (semantically, or both ways). */
+  meaningIds: string[];
 }
 
 export interface NightPolicy {
   memory: MemoryPolicy;
   refresh: RefreshPolicy;
   reclaim: ReclaimPolicy;
-  cluster: { similarity: number; neighbours: number };
+  cluster: ClusterOptions;
   /** Entries per batch in reads and moves. */
   batch: number;
   /** Days the query log keeps a recall. */
@@ -274,7 +278,8 @@ export async function refreshPhase(
       if (!candidates.has(found.entry._id)) candidates.set(found.entry._id, found);
     }
     const found = [...candidates.values()].sort((a, b) => (a.entry._id < b.entry._id ? -1 : 1));
-    const planned = planRefresh(found, queries, run.asOf, policy.refresh).map((s) => ({
+    const byMeaning = new Set(logged.flatMap((q) => q.meaningIds));
+    const planned = planRefresh(found, queries, byMeaning, run.asOf, policy.refresh).map((s) => ({
       ...s,
       writtenAt: candidates.get(s.id)!.entry.writtenAt,
     }));
@@ -310,6 +315,17 @@ function free(entry: Entry, asOf: number): boolean {
   return clusterable(entry, asOf) && !entry.subsumedBy?.length;
 }
 
+/** What the consolidate phase asks of models: a summary, and (when there are embeddings) neighbours by meaning. */
+export interface ConsolidateModels {
+  summarize: (sources: { id: string; text: string }[]) => Promise<string>;
+  /** Per id with a vector, its `k` nearest entries of the agent at or above `minSimilarity`. */
+  neighboursByMeaning?: (
+    ids: readonly string[],
+    k: number,
+    minSimilarity: number,
+  ) => Promise<MeaningNeighbours>;
+}
+
 /**
  * New entries are counted into the document frequencies, then each one new since the last
  * run is compared with its neighbours, found through its terms; near-duplicate clusters
@@ -320,9 +336,10 @@ export async function consolidatePhase(
   night: NightStore,
   run: NightRun,
   policy: NightPolicy,
-  summarize: (sources: { id: string; text: string }[]) => Promise<string>,
+  models: ConsolidateModels,
   progress: Progress = quiet,
 ): Promise<{ summarised: number; lossySummaries: number }> {
+  const { summarize } = models;
   for (const summary of await night.summariesOfRun()) {
     // One retired since (a later night superseded a source) stays retired.
     if (!summary.isActive) continue;
@@ -347,9 +364,24 @@ export async function consolidatePhase(
       if (!items.has(entry._id) && free(entry, run.asOf)) items.set(entry._id, entry);
     }
   }
+  // Neighbours by meaning join those the terms found: each free seed's nearest hot entries.
+  let meaning: MeaningNeighbours = new Map();
+  if (policy.cluster.meaningSimilarity !== undefined && models.neighboursByMeaning) {
+    const seedIds = seeds.map((s) => s.entry._id).filter((id) => items.has(id));
+    meaning = await models.neighboursByMeaning(
+      seedIds,
+      policy.cluster.neighbours,
+      policy.cluster.meaningSimilarity,
+    );
+    const found = [...new Set([...meaning.values()].flat().map((n) => n.id))].filter((id) => !items.has(id));
+    for (const { entry, tier } of await night.copies(found.sort())) {
+      if (tier === 'hot' && free(entry, run.asOf)) items.set(entry._id, entry);
+    }
+  }
   const clusters = nearDuplicateClusters(
     [...items.values()].map((e) => ({ id: e._id, writtenAt: e.writtenAt, terms: e.terms })),
     policy.cluster,
+    meaning,
   );
   let done = 0;
   for (const ids of clusters) {

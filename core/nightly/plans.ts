@@ -72,6 +72,8 @@ export interface RefreshPolicy {
   refreshWindowMs: number;
   /** The salience a refreshed entry restarts from (never lower than its current value). */
   refreshSalience: number;
+  /** A recall refreshes what it found by meaning, too (MEMGATE_REFRESH_BY_MEANING). */
+  byMeaning: boolean;
 }
 
 export function refreshPolicy(config: {
@@ -79,12 +81,14 @@ export function refreshPolicy(config: {
   gateThreshold: number;
   refreshWindowHours: number;
   refreshSalience: number;
+  refreshByMeaning: boolean;
 }): RefreshPolicy {
   return {
     halfLifeMs: config.halfLifeHours * HOUR_MS,
     gateThreshold: config.gateThreshold,
     refreshWindowMs: config.refreshWindowHours * HOUR_MS,
     refreshSalience: config.refreshSalience,
+    byMeaning: config.refreshByMeaning,
   };
 }
 
@@ -162,15 +166,22 @@ export interface RefreshStep {
   dormantAt: number;
 }
 
+/**
+ * The refreshes the logged queries call for: an eligible entry that shares half a query's
+ * terms, or (with `byMeaning`) that a recall found by meaning, its similarity judged then
+ * against the recall's floor, so the night needs no embeddings endpoint to decide.
+ */
 export function planRefresh(
   candidates: readonly { entry: RefreshEntry; tier: Tier }[],
   queries: QueryIndex,
+  foundByMeaning: ReadonlySet<string>,
   asOf: number,
   policy: RefreshPolicy,
 ): RefreshStep[] {
   const steps: RefreshStep[] = [];
   for (const { entry, tier } of candidates) {
-    if (!refreshEligible(entry, tier, asOf, policy) || !queries.matches(entry.terms)) continue;
+    const matched = queries.matches(entry.terms) || (policy.byMeaning && foundByMeaning.has(entry._id));
+    if (!refreshEligible(entry, tier, asOf, policy) || !matched) continue;
     const salience = refreshedSalience(entry.salience, asOf, policy.halfLifeMs, policy.refreshSalience);
     steps.push({
       id: entry._id,

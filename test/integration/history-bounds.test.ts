@@ -52,7 +52,11 @@ describe('agentMemory under sustained writes from two clients', () => {
     const ids = results.flatMap((r) => r.entries.map((e) => e.id));
     expect(ids).toHaveLength(360);
     expect(new Set(ids).size).toBe(360);
-    expect(results.flatMap((r) => r.entries).every((e) => e.status === 'created')).toBe(true);
+    // `existing` only for a write the server aborted after its local persist, which the client
+    // sent again (client/resend.ts): the same ids, stored once.
+    expect(
+      results.flatMap((r) => r.entries).every((e) => e.status === 'created' || e.status === 'existing'),
+    ).toBe(true);
     expect(await env.store.hot.countDocuments({ agentId })).toBe(360);
 
     // The first run handed over, and so did later ones.

@@ -5,6 +5,7 @@ import { requireKey } from '../../server/auth';
 import { buildHttpServer } from '../../server/http';
 import { createKey, revokeKey } from '../../store/keys';
 import { runMemgate } from '../support/cli';
+import { untilHotEmbedded } from '../support/embedded';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -58,6 +59,8 @@ async function call(
 
 describe('a key scoped to agent A', () => {
   it('is refused every operation on agent B, by id or by query, and nothing changes', async () => {
+    // The agent's workflow embeds B's entries after acknowledging them; that settles them.
+    await untilHotEmbedded(env.store, agentB);
     const before = await env.store.hot.find({ agentId: agentB }).toArray();
     const attempts: [string, 'GET' | 'POST' | 'PUT' | 'DELETE', string, object?][] = [
       ['write', 'POST', `/v1/agents/${agentB}/memories`, { entries: [{ text: 'overwritten' }] }],

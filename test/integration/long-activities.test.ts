@@ -39,7 +39,11 @@ async function writeVolatile(agentId: string, n: number): Promise<void> {
 }
 
 async function expireRun(agentId: string, cancelAfterBeats?: number) {
-  const activities = createActivities({ store: env.store, config: env.config });
+  const activities = createActivities({
+    store: env.store,
+    config: env.config,
+    embeddings: env.endpoints.embeddings,
+  });
   const asOf = T0 + 2 * DAY_MS;
   const mock = new MockActivityEnvironment();
   let beats = 0;

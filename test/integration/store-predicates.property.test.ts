@@ -137,6 +137,7 @@ describe('store reads agree with the core predicates (fast-check, real store)', 
           const expected = planRefresh(
             entries.map((entry) => ({ entry, tier: 'hot' as const })),
             new QueryIndex(queries),
+            new Set(),
             NOW,
             policy.refresh,
           );

@@ -15,6 +15,11 @@ export interface CliResult {
  * task queue. Asynchronous on purpose: the worker that serves the command runs in the test's
  * own process.
  */
+/** The test environment's embeddings server, for a process that runs against configured servers. */
+function embeddingsEnv(env: TestEnv): Record<string, string> {
+  return 'url' in env.endpoints.embeddings ? { MEMGATE_EMBEDDINGS_URL: env.endpoints.embeddings.url } : {};
+}
+
 export function runMemgate(
   env: TestEnv,
   args: string[],
@@ -31,6 +36,7 @@ export function runMemgate(
           MONGODB_URI: env.endpoints.mongoUri,
           MEMGATE_DB: env.config.database,
           MEMGATE_TASK_QUEUE: env.config.taskQueue,
+          ...embeddingsEnv(env),
           ...extraEnv,
         },
       },
@@ -55,6 +61,7 @@ export async function spawnWorker(
       MONGODB_URI: env.endpoints.mongoUri,
       MEMGATE_DB: env.config.database,
       MEMGATE_TASK_QUEUE: env.config.taskQueue,
+      ...embeddingsEnv(env),
       ...extraEnv,
     },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -1,17 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { inject } from 'vitest';
 import { terminateOpenWorkflows } from '../../client/admin';
-import { MemgateClient } from '../../client/client';
+import { MemgateClient, type ClientEndpoints } from '../../client/client';
 import { parseConfig, type Config } from '../../core/config';
 import { createMemgateWorker, type WorkerHandle } from '../../worker/worker';
 import type { Store } from '../../store/db';
+import type { EmbeddingsEndpoint } from '../../llm';
 
 export interface TestEnv {
   config: Config;
   client: MemgateClient;
   store: Store;
   worker: WorkerHandle;
-  endpoints: { temporalAddress: string; mongoUri: string };
+  endpoints: ClientEndpoints;
   /**
    * An agent id unique to this environment. Workflow ids derive from agent ids and outlive a
    * test run on the shared server, so a fixed id would reach a workflow of an earlier run.
@@ -19,6 +20,8 @@ export interface TestEnv {
   agent(name: string): string;
   /** Restart the worker (crash tests): shuts the current one down and starts a fresh one. */
   restartWorker(): Promise<void>;
+  /** Shut the worker down (until `restartWorker`), so another process's worker takes the queue. */
+  stopWorker(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -28,11 +31,15 @@ export interface TestEnv {
  */
 export async function startTestEnv(
   overrides: Record<string, string> = {},
-  opts: { inProcessWorker?: boolean } = {},
+  opts: { inProcessWorker?: boolean; embeddings?: EmbeddingsEndpoint } = {},
 ): Promise<TestEnv> {
   const id = randomUUID().slice(0, 8);
   const config = parseConfig({ MEMGATE_DB: `test_${id}`, MEMGATE_TASK_QUEUE: `test-${id}`, ...overrides });
-  const endpoints = { temporalAddress: inject('temporalAddress'), mongoUri: inject('mongoUri') };
+  const endpoints: ClientEndpoints = {
+    temporalAddress: inject('temporalAddress'),
+    mongoUri: inject('mongoUri'),
+    embeddings: opts.embeddings ?? { url: inject('embeddingsUrl') },
+  };
   const bundle = { codePath: inject('workflowBundlePath') };
   // Without one (process-kill tests), the test runs `memgate worker` processes itself.
   const inProcess = opts.inProcessWorker ?? true;
@@ -52,10 +59,15 @@ export async function startTestEnv(
       return worker;
     },
     async restartWorker() {
-      worker?.worker.shutdown();
-      await running;
+      await env.stopWorker();
       worker = await createMemgateWorker(config, endpoints, { workflowBundle: bundle });
       running = worker.run();
+    },
+    async stopWorker() {
+      worker?.worker.shutdown();
+      await running;
+      worker = undefined;
+      running = undefined;
     },
     async close() {
       await terminateOpenWorkflows(client.temporal, config.taskQueue, 'test environment closed');

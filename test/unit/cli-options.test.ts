@@ -218,13 +218,16 @@ describe('the command schemas', () => {
       reader: 'evidence',
       judge: 'match',
       restoreCap: '2000',
+      ranker: 'bm25',
       concurrency: '2',
     };
     expect(parse(auditOptions, 'audit', defaults)).toMatchObject({
       budgets: [80000, 8000],
       restoreCap: 2000,
+      ranker: 'bm25',
       concurrency: 2,
     });
+    expect(refusedFlags(auditOptions, 'audit', { ...defaults, ranker: 'dense' })).toEqual(['--ranker']);
     expect(refusedFlags(auditOptions, 'audit', { ...defaults, concurrency: '9' })).toEqual(['--concurrency']);
     expect(refusedFlags(auditOptions, 'audit', { ...defaults, runId: 'a b' })).toEqual(['--run-id']);
     expect(refusedFlags(auditOptions, 'audit', { ...defaults, restoreCap: '0' })).toEqual(['--restore-cap']);

@@ -369,12 +369,14 @@ const refreshPolicyArb: fc.Arbitrary<RefreshPolicy> = fc
     gateThreshold: fc.double({ min: 0.01, max: 0.8, noNaN: true }),
     refreshWindowHours: fc.integer({ min: 1, max: 400 }),
     boostShare: fc.double({ min: 0.01, max: 1, noNaN: true }),
+    byMeaning: fc.boolean(),
   })
   .map((p) => ({
     halfLifeMs: p.halfLifeHours * HOUR_MS,
     gateThreshold: p.gateThreshold,
     refreshWindowMs: p.refreshWindowHours * HOUR_MS,
     refreshSalience: p.gateThreshold + (1 - p.gateThreshold) * p.boostShare,
+    byMeaning: p.byMeaning,
   }));
 
 const WORDS = ['supplier', 'notice', 'period', 'day', 'invoice', 'quota', 'berlin', 'office'];
@@ -397,8 +399,10 @@ describe('refresh', () => {
       fc.property(
         refreshCandidatesArb,
         fc.array(fc.uniqueArray(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 4 }), { maxLength: 4 }),
+        // Which candidates a logged recall found by meaning (by index).
+        fc.uniqueArray(fc.nat({ max: 29 }), { maxLength: 10 }),
         refreshPolicyArb,
-        (rows, queries, policy) => {
+        (rows, queries, meaning, policy) => {
           const candidates = rows.map((r, i) => {
             const entry: RefreshEntry = {
               _id: `r${i}`,
@@ -414,10 +418,13 @@ describe('refresh', () => {
             return { entry, tier: r.tier };
           });
           const index = new QueryIndex(queries);
-          const steps = planRefresh(candidates, index, ASOF, policy);
+          const byMeaning = new Set(meaning.map((i) => `r${i}`));
+          const steps = planRefresh(candidates, index, byMeaning, ASOF, policy);
           const refreshed = new Map(steps.map((s) => [s.id, s]));
           for (const { entry, tier } of candidates) {
-            const matches = queries.some((q) => queryMatches(q, new Set(entry.terms)));
+            const matches =
+              queries.some((q) => queryMatches(q, new Set(entry.terms))) ||
+              (policy.byMeaning && byMeaning.has(entry._id));
             const eligible = refreshEligible(entry, tier, ASOF, policy);
             expect(refreshed.has(entry._id)).toBe(matches && eligible);
             if (tier === 'hot' && entry.dormantAt > ASOF) expect(refreshed.has(entry._id)).toBe(false);
@@ -439,6 +446,7 @@ describe('refresh', () => {
       gateThreshold: 0.15,
       refreshWindowMs: 168 * HOUR_MS,
       refreshSalience: 0.5,
+      byMeaning: true,
     };
     const entry = (dormantAt: number): RefreshEntry => ({
       _id: 'x',
@@ -498,5 +506,74 @@ describe('near-duplicate clusters', () => {
         },
       ),
     );
+  });
+
+  it('by meaning as well: each member is similar to its seed by terms or by meaning, and without meaning nothing changes', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.uniqueArray(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 6 }), {
+          minLength: 2,
+          maxLength: 30,
+        }),
+        fc.array(fc.tuple(fc.nat(29), fc.nat(29), fc.double({ min: 0.5, max: 1, noNaN: true })), {
+          maxLength: 60,
+        }),
+        fc.double({ min: 0.2, max: 0.95, noNaN: true }),
+        fc.double({ min: 0.6, max: 0.99, noNaN: true }),
+        fc.integer({ min: 1, max: 6 }),
+        (termLists, pairs, similarity, meaningSimilarity, neighbours) => {
+          const items = termLists.map((terms, i) => ({ id: `c${i}`, writtenAt: i % 5, terms }));
+          // A vector index's answer: per id, neighbours with their similarity.
+          const meaning = new Map<string, { id: string; similarity: number }[]>();
+          const sim = new Map<string, number>();
+          for (const [a, b, value] of pairs) {
+            if (a >= items.length || b >= items.length || a === b) continue;
+            const key = [a, b].sort().join(' ');
+            if (sim.has(key)) continue;
+            sim.set(key, value);
+            meaning.set(`c${a}`, [...(meaning.get(`c${a}`) ?? []), { id: `c${b}`, similarity: value }]);
+          }
+          const lexical = nearDuplicateClusters(items, { similarity, neighbours });
+          // Without a threshold for meaning, the neighbours by meaning are ignored.
+          expect(nearDuplicateClusters(items, { similarity, neighbours }, meaning)).toEqual(lexical);
+          const opts = { similarity, neighbours, meaningSimilarity };
+          const clusters = nearDuplicateClusters(items, opts, meaning);
+          const byId = new Map(items.map((i) => [i.id, i]));
+          const seen = new Set<string>();
+          for (const cluster of clusters) {
+            expect(cluster.length).toBeLessThanOrEqual(neighbours + 1);
+            for (const id of cluster) {
+              expect(seen.has(id)).toBe(false);
+              seen.add(id);
+            }
+            const seed = cluster
+              .map((id) => byId.get(id)!)
+              .sort((a, b) => a.writtenAt - b.writtenAt || (a.id < b.id ? -1 : 1))[0]!;
+            for (const id of cluster.filter((c) => c !== seed.id)) {
+              const byTerms = termSimilarity(new Set(seed.terms), new Set(byId.get(id)!.terms)) >= similarity;
+              const key = [Number(seed.id.slice(1)), Number(id.slice(1))].sort().join(' ');
+              const byMeaning = (sim.get(key) ?? 0) >= meaningSimilarity;
+              expect(byTerms || byMeaning).toBe(true);
+            }
+          }
+          expect(nearDuplicateClusters([...items].reverse(), opts, meaning)).toEqual(clusters);
+        },
+      ),
+    );
+  });
+
+  it('merges two rewordings of one fact that share no term when their meaning is near enough', () => {
+    const items = [
+      { id: 'a', writtenAt: 1, terms: ['favourit', 'colour', 'teal'] },
+      { id: 'b', writtenAt: 2, terms: ['hue', 'prefer', 'turquois'] },
+    ];
+    const meaning = new Map([['b', [{ id: 'a', similarity: 0.97 }]]]);
+    expect(nearDuplicateClusters(items, { similarity: 0.6, neighbours: 4 }, meaning)).toEqual([]);
+    expect(
+      nearDuplicateClusters(items, { similarity: 0.6, neighbours: 4, meaningSimilarity: 0.96 }, meaning),
+    ).toEqual([['a', 'b']]);
+    expect(
+      nearDuplicateClusters(items, { similarity: 0.6, neighbours: 4, meaningSimilarity: 0.98 }, meaning),
+    ).toEqual([]);
   });
 });

@@ -142,6 +142,7 @@ describe('wantedFromCold (fast-check)', () => {
           const logged: LoggedQuery[] = rawQueries.map((q) => ({
             terms: q.terms,
             hitIds: [...new Set(q.hits.map((h) => `e${h % raw.length}`))],
+            meaningIds: [],
           }));
           const wanted = wantedFromCold(logged, located, NOW, memory);
           for (const id of wanted) {
@@ -191,7 +192,7 @@ describe('wantedFromCold (fast-check)', () => {
         );
         // Every entry holds "note", so the query scores every hit above zero.
         const wanted = wantedFromCold(
-          [{ terms: ['note'], hitIds: [...located.keys()] }],
+          [{ terms: ['note'], hitIds: [...located.keys()], meaningIds: [] }],
           located,
           NOW,
           memory,

@@ -1,0 +1,118 @@
+import type { Config } from '../core/config';
+import { InvalidConfigError } from '../core/errors';
+import {
+  embedEntriesInputSchema,
+  parseInput,
+  phaseInputSchema,
+  reembedInputSchema,
+  type EmbedOutcome,
+} from '../core/messages';
+import { agentIdSchema } from '../core/entry';
+import { createEmbedder, type EmbeddingsEndpoint } from '../llm';
+import type { Embedder } from '../llm/embedder';
+import type { Store } from '../store/db';
+import {
+  awaitingEmbedding,
+  entriesToEmbed,
+  markForEmbedding,
+  settleEmbedded,
+  storeVectors,
+} from '../store/vectors';
+import { heartbeat } from './liveness';
+
+/**
+ * Vectors off the write path (dual-phase): a write is acknowledged without them; the agent's
+ * workflow embeds its new entries soon after, the night embeds whatever is left (and every
+ * summary it writes), and `memgate reembed` converts a store to a new model. A worker with no
+ * embeddings endpoint embeds nothing and says why; the entries keep their `embed` work.
+ */
+export function createEmbedActivities(store: Store, config: Config, endpoint: EmbeddingsEndpoint) {
+  const embedder = 'url' in endpoint ? createEmbedder(config, endpoint.url) : undefined;
+
+  /** Embed and store the vectors of these ids that need one, then settle their work. */
+  async function embedIds(e: Embedder, agentId: string, ids: readonly string[]): Promise<number> {
+    const { toEmbed, current } = await entriesToEmbed(store, agentId, ids, e.model);
+    const vectors = toEmbed.length
+      ? await e.embed(
+          toEmbed.map((t) => t.text),
+          'passage',
+        )
+      : [];
+    const kept = await storeVectors(
+      store,
+      agentId,
+      e.model,
+      toEmbed.map((t, i) => ({ ...t, vector: vectors[i]! })),
+      Date.now(),
+    );
+    await settleEmbedded(store, agentId, [...current, ...kept], e.model);
+    return kept.length;
+  }
+
+  /** Every entry of the agent still awaiting its vector, a batch at a time, with heartbeats. */
+  async function embedAwaiting(e: Embedder, agentId: string, batch: number): Promise<number> {
+    let embedded = 0;
+    for await (const page of awaitingEmbedding(store, agentId, batch)) {
+      heartbeat({ embedded });
+      embedded += await embedIds(
+        e,
+        agentId,
+        page.map((p) => p._id),
+      );
+    }
+    return embedded;
+  }
+
+  const unavailable = (): EmbedOutcome => ({
+    unavailable: (endpoint as { unavailable: string }).unavailable,
+  });
+
+  return {
+    /** The agent's workflow, after a write: vectors for the entries it created. */
+    async embedEntries(input: { agentId: string; ids: string[] }): Promise<EmbedOutcome> {
+      input = parseInput(embedEntriesInputSchema, input, 'embedding');
+      if (!embedder) return unavailable();
+      return { embedded: await embedIds(embedder, input.agentId, input.ids) };
+    },
+
+    /** The nightly `embed` phase: entries the agent's workflow missed, and tonight's summaries. */
+    async embedPhase(input: {
+      agentId: string;
+      asOf: number;
+      runId: string;
+      policy: unknown;
+    }): Promise<EmbedOutcome> {
+      const run = parseInput(phaseInputSchema, input, 'embed phase');
+      if (!embedder) return unavailable();
+      return { embedded: await embedAwaiting(embedder, run.agentId, config.nightlyBatch) };
+    },
+
+    /** `memgate reembed`, first step: every entry of the agent awaits its vector again. */
+    async markForReembedding(agentId: string): Promise<number> {
+      agentId = parseInput(agentIdSchema, agentId, 'agent id');
+      return markForEmbedding(store, agentId, config.nightlyBatch, () => heartbeat());
+    },
+
+    /** `memgate reembed`, second step: embed them, with the model the caller asked for. */
+    async reembedAwaiting(input: { agentId: string; model: string }): Promise<number> {
+      input = parseInput(reembedInputSchema, input, 'reembed');
+      if (!embedder) {
+        throw new InvalidConfigError(
+          'MEMGATE_EMBEDDINGS_URL',
+          `an embeddings endpoint on the worker, required by reembed (${(endpoint as { unavailable: string }).unavailable})`,
+          undefined,
+        );
+      }
+      // The model travels with the work: a worker embedding with another model must not
+      // convert the store to it.
+      if (embedder.model !== input.model) {
+        throw new InvalidConfigError(
+          'MEMGATE_EMBEDDINGS_MODEL',
+          `the model reembed asked for (${input.model}); this worker embeds with ${embedder.model}`,
+          embedder.model,
+        );
+      }
+      return embedAwaiting(embedder, input.agentId, config.nightlyBatch);
+    },
+  };
+}

@@ -1,0 +1,331 @@
+import { tsToMs } from '@temporalio/common/lib/time';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemgateClient } from '../../client/client';
+import { buildEntry, memoryPolicy } from '../../core/entry';
+import { DAY_MS, HOUR_MS } from '../../core/salience';
+import { entryId, insertNewEntries } from '../../store/entries';
+import { startTestEnv, type TestEnv } from '../support/env';
+import { untilEmbedded } from '../support/embedded';
+
+/**
+ * Semantic recall against the real embeddings server the stack runs: what the agent means
+ * is found without a shared word, the gate and erasure hold for vectors as for words, and a
+ * change of model is reported until `reembed` converts the store.
+ */
+
+let env: TestEnv;
+const T0 = Date.now() - 3 * DAY_MS;
+
+beforeAll(async () => {
+  env = await startTestEnv();
+}, 120_000);
+afterAll(async () => {
+  await env?.close();
+});
+
+const MEMORIES = [
+  'My favourite colour is teal.',
+  'The quarterly report is due on the fifth of March.',
+  'Our office moved to a building near the harbour.',
+  'The espresso machine on floor two needs descaling.',
+];
+// No word in common with the first memory (after stop words and stemming).
+const PARAPHRASE = 'Which hue do I prefer?';
+
+describe('recall without embeddings says it is lexical only', () => {
+  it('with no endpoint, and with an endpoint that fails', async () => {
+    const agentId = env.agent('lexical');
+    await env.client.write({ agentId, entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })) });
+    const none = await MemgateClient.connect(env.config, {
+      ...env.endpoints,
+      embeddings: { unavailable: 'no embeddings endpoint configured' },
+    });
+    const down = await MemgateClient.connect(env.config, {
+      ...env.endpoints,
+      embeddings: { url: 'http://127.0.0.1:9/v1' },
+    });
+    try {
+      const a = await none.recall({ agentId, query: 'favourite colour' });
+      expect(a.retrieval).toEqual({ mode: 'lexical', reason: 'no embeddings endpoint configured' });
+      expect(a.hits[0]).toMatchObject({ text: MEMORIES[0], foundBy: 'lexical' });
+      const b = await down.recall({ agentId, query: PARAPHRASE });
+      expect(b.retrieval.mode).toBe('lexical');
+      expect((b.retrieval as { reason: string }).reason).toMatch(/could not be embedded/);
+      expect(b.hits).toEqual([]);
+    } finally {
+      await none.close();
+      await down.close();
+    }
+  }, 60_000);
+});
+
+describe('a worker with no embeddings endpoint', () => {
+  it('is asked once per run, and leaves the entries to the night', async () => {
+    const lexical = await startTestEnv(
+      {},
+      { embeddings: { unavailable: 'no embeddings endpoint configured' } },
+    );
+    try {
+      const agentId = lexical.agent('no-endpoint');
+      const handle = lexical.client.temporal.workflow.getHandle(`memgate-agent-${agentId}`);
+      const asked = async () =>
+        ((await handle.fetchHistory()).events ?? []).filter(
+          (e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'embedEntries',
+        ).length;
+      const write = async (texts: string[]) => {
+        const ids: string[] = [];
+        for (const text of texts) {
+          ids.push(
+            ...(await lexical.client.write({ agentId, entries: [{ text }] })).entries.map((e) => e.id),
+          );
+        }
+        return ids;
+      };
+      const ids = await write(MEMORIES.slice(0, 2));
+      // Asked once, in the pause after the first writes...
+      while ((await asked()) === 0) await new Promise((r) => setTimeout(r, 200));
+      // ...and not again for later writes, however long they wait.
+      ids.push(...(await write(MEMORIES.slice(2))));
+      await new Promise((r) => setTimeout(r, 3 * 1_000));
+      expect(await asked()).toBe(1);
+      const entries = await lexical.store.hot.find({ agentId }).toArray();
+      expect(entries.map((e) => e._id).sort()).toEqual([...ids].sort());
+      for (const e of entries) expect(e.pending).toContain('embed');
+    } finally {
+      await lexical.close();
+    }
+  }, 60_000);
+});
+
+describe('the write path embeds in a pause of the writes', () => {
+  it("schedules no embedding while an agent's writes flow, and embeds them all once they pause", async () => {
+    const agentId = env.agent('burst');
+    // Three writers, each sending its next write as soon as the last is acknowledged: the
+    // agent's workflow persists a batch every few tens of milliseconds until the burst ends.
+    const lanes = await Promise.all(
+      [0, 1, 2].map(async (lane) => {
+        const ids: string[] = [];
+        for (let i = 0; i < 15; i++) {
+          const text = `Writer ${lane} noted that crate ${i} left the depot on time.`;
+          ids.push(...(await env.client.write({ agentId, entries: [{ text }] })).entries.map((e) => e.id));
+        }
+        return ids;
+      }),
+    );
+    const ids = lanes.flat();
+    await untilEmbedded(env.store, agentId, ids);
+
+    const { events } = await env.client.temporal.workflow
+      .getHandle(`memgate-agent-${agentId}`)
+      .fetchHistory();
+    // Each embedding was scheduled a second or more after the last batch persisted before it
+    // (a local activity's marker): never while writes flowed, however slowly this machine ran.
+    let lastPersistAt: number | undefined;
+    const quietBeforeEmbedding: number[] = [];
+    for (const e of events ?? []) {
+      if (e.markerRecordedEventAttributes) lastPersistAt = tsToMs(e.eventTime);
+      if (e.activityTaskScheduledEventAttributes?.activityType?.name === 'embedEntries') {
+        quietBeforeEmbedding.push(tsToMs(e.eventTime) - lastPersistAt!);
+      }
+    }
+    expect(quietBeforeEmbedding.length).toBeGreaterThan(0);
+    for (const quiet of quietBeforeEmbedding) expect(quiet).toBeGreaterThanOrEqual(1_000);
+  }, 120_000);
+});
+
+describe('hybrid recall', () => {
+  it('finds a paraphrase that shares no word, and says it was found by meaning', async () => {
+    const agentId = env.agent('paraphrase');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
+    });
+    const ids = entries.map((e) => e.id);
+    // The write was acknowledged before any vector: the agent's workflow embeds afterwards.
+    await untilEmbedded(env.store, agentId, ids);
+
+    const res = await env.client.recall({ agentId, query: PARAPHRASE });
+    expect(res.retrieval).toMatchObject({
+      mode: 'hybrid',
+      model: env.config.embeddingsModel,
+      otherModelVectors: 0,
+    });
+    expect(res.hits[0]).toMatchObject({ id: ids[0], foundBy: 'semantic' });
+    expect(res.hits[0]!.similarity).toBeGreaterThanOrEqual(env.config.semanticMinSimilarity);
+
+    // A query that shares words and meaning is found both ways.
+    const both = await env.client.recall({ agentId, query: 'favourite colour' });
+    expect(both.hits[0]).toMatchObject({ id: ids[0], foundBy: 'both' });
+
+    // The embedding ran as an activity of the agent's workflow, visible in its history.
+    const history = await env.client.temporal.workflow.getHandle(`memgate-agent-${agentId}`).fetchHistory();
+    const scheduled = (history.events ?? []).flatMap((e) =>
+      e.activityTaskScheduledEventAttributes?.activityType?.name
+        ? [e.activityTaskScheduledEventAttributes.activityType.name]
+        : [],
+    );
+    expect(scheduled).toContain('embedEntries');
+  }, 120_000);
+
+  it('keeps a dormant entry out of default recall however similar it is; deep recall finds it', async () => {
+    const agentId = env.agent('dormant');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [
+        { text: 'My favourite colour is teal.', salience: 0.1, writtenAt: T0 },
+        { text: 'The espresso machine on floor two needs descaling.', salience: 0.9, writtenAt: T0 },
+      ],
+    });
+    const [quiet] = entries.map((e) => e.id);
+    await untilEmbedded(
+      env.store,
+      agentId,
+      entries.map((e) => e.id),
+    );
+    const later = T0 + 2 * DAY_MS;
+    const gated = await env.client.recall({ agentId, query: PARAPHRASE, asOf: later });
+    expect(gated.retrieval.mode).toBe('hybrid');
+    expect(gated.hits.map((h) => h.id)).not.toContain(quiet);
+    const deep = await env.client.recall({ agentId, query: PARAPHRASE, asOf: later, deep: true });
+    expect(deep.hits[0]).toMatchObject({ id: quiet, dormant: true, foundBy: 'semantic' });
+  }, 120_000);
+
+  it('forget removes the vector with the content: no recall finds the entry by meaning', async () => {
+    const agentId = env.agent('forget');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
+    });
+    const ids = entries.map((e) => e.id);
+    await untilEmbedded(env.store, agentId, ids);
+    // The index is loaded before the erasure: it must learn of it from the store.
+    expect((await env.client.recall({ agentId, query: PARAPHRASE })).hits[0]?.id).toBe(ids[0]);
+
+    await env.client.forget({ agentId, entryId: ids[0]! });
+    const record = await env.store.vectors.findOne({ _id: ids[0]!, agentId });
+    expect(record).not.toBeNull();
+    expect(record!.vector).toBeUndefined();
+    expect(record!.textHash).toBeUndefined();
+    const deep = await env.client.recall({ agentId, query: PARAPHRASE, deep: true });
+    expect(deep.hits.map((h) => h.id)).not.toContain(ids[0]);
+    // A process that loads the agent's index afresh does not find it either.
+    const fresh = await MemgateClient.connect(env.config, env.endpoints);
+    try {
+      const again = await fresh.recall({ agentId, query: PARAPHRASE, deep: true });
+      expect(again.hits.map((h) => h.id)).not.toContain(ids[0]);
+    } finally {
+      await fresh.close();
+    }
+  }, 120_000);
+
+  it('the night embeds what the write path missed, and the summaries it writes', async () => {
+    const agentId = env.agent('night');
+    const policy = memoryPolicy(env.config);
+    // Entries stored but never embedded, as when the workflow's embedding calls all failed.
+    const missed = ['The loading dock opens at six.', 'The loading dock opens at six each day.'].map(
+      (text, i) =>
+        buildEntry(
+          entryId(agentId, { idempotencyKey: `missed-${i}` }),
+          agentId,
+          {
+            text,
+            kind: 'episode',
+            salience: 0.8,
+            source: { origin: 'agent' },
+            confidence: 0.5,
+            verified: false,
+            volatile: false,
+            writtenAt: T0 + i * HOUR_MS,
+          },
+          policy,
+        ),
+    );
+    await insertNewEntries(env.store, missed);
+    expect(await env.store.vectors.countDocuments({ agentId })).toBe(0);
+
+    const report = await env.client.consolidate({ agentId, asOf: T0 + DAY_MS });
+    expect(report.counts.summarised).toBe(1);
+    // Both entries, and the summary of the two.
+    expect(report.counts.embedded).toBe(3);
+    const pending = await env.store.hot.countDocuments({ agentId, pending: 'embed' });
+    expect(pending).toBe(0);
+    const summary = await env.store.hot.findOne({ agentId, kind: 'summary' });
+    expect(summary?.embeddedWith).toBe(env.config.embeddingsModel);
+    expect(await env.store.vectors.countDocuments({ agentId })).toBe(3);
+  }, 120_000);
+
+  it('the night merges rewordings of one fact by meaning when the policy asks, and only then', async () => {
+    // Lexically below the cluster threshold (3 of 5 and 6 terms), one fact by meaning; the
+    // third is another fact about the same kind of thing.
+    const texts = [
+      'The deploy pipeline takes about twenty minutes.',
+      'A deployment through the pipeline needs roughly 20 minutes.',
+      'The test suite takes about eleven minutes.',
+    ];
+    const byMeaning = await startTestEnv({ MEMGATE_CLUSTER_BY_MEANING: 'true' });
+    try {
+      for (const e of [env, byMeaning]) {
+        const agentId = e.agent('rewording');
+        const { entries } = await e.client.write({
+          agentId,
+          entries: texts.map((text, i) => ({ text, writtenAt: T0 + i * HOUR_MS })),
+        });
+        const ids = entries.map((x) => x.id);
+        await untilEmbedded(e.store, agentId, ids);
+        const report = await e.client.consolidate({ agentId, asOf: T0 + DAY_MS });
+        const summaries = await e.store.hot.find({ agentId, kind: 'summary' }).toArray();
+        if (e === env) {
+          expect(report.counts.summarised).toBe(0);
+          expect(summaries).toEqual([]);
+        } else {
+          expect(report.counts.summarised).toBe(1);
+          expect(summaries.map((x) => [...(x.derivedFrom ?? [])].sort())).toEqual([ids.slice(0, 2).sort()]);
+        }
+      }
+    } finally {
+      await byMeaning.close();
+    }
+  }, 180_000);
+
+  it('reports a change of model, and reembed converts the store to the new one', async () => {
+    const agentId = env.agent('model');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
+    });
+    const ids = entries.map((e) => e.id);
+    await untilEmbedded(env.store, agentId, ids);
+
+    // The same server under another model name: to memgate, another model.
+    const renamed = 'multilingual-e5-small-q4-renamed';
+    await env.stopWorker();
+    const next = await startTestEnv({
+      MEMGATE_DB: env.config.database,
+      MEMGATE_TASK_QUEUE: env.config.taskQueue,
+      MEMGATE_EMBEDDINGS_MODEL: renamed,
+    });
+    try {
+      const before = await next.client.recall({ agentId, query: PARAPHRASE });
+      expect(before.retrieval).toMatchObject({
+        mode: 'hybrid',
+        model: renamed,
+        otherModelVectors: ids.length,
+      });
+      expect(before.hits.map((h) => h.id)).not.toContain(ids[0]);
+
+      const result = await next.client.reembed({ agentId });
+      expect(result).toEqual({ agentId, model: renamed, marked: ids.length, embedded: ids.length });
+      await untilEmbedded(env.store, agentId, ids, renamed);
+
+      const after = await next.client.recall({ agentId, query: PARAPHRASE });
+      expect(after.retrieval).toMatchObject({ mode: 'hybrid', model: renamed, otherModelVectors: 0 });
+      expect(after.hits[0]).toMatchObject({ id: ids[0], foundBy: 'semantic' });
+      // Run again, it finds nothing left to convert.
+      const again = await next.client.reembed({ agentId });
+      expect(again.embedded).toBe(0);
+    } finally {
+      await env.restartWorker();
+      await next.close();
+    }
+  }, 180_000);
+});

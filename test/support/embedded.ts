@@ -1,0 +1,41 @@
+import type { Store } from '../../store/db';
+import { hotAwaitingEmbedding } from '../../store/vectors';
+
+/**
+ * Until every id has a vector (of `model`, when given) and its entry records it. The agent's
+ * workflow embeds after a write is acknowledged and then settles the entries, so a test that
+ * compares entries or counts their reads waits for it first.
+ */
+export async function untilEmbedded(
+  store: Store,
+  agentId: string,
+  ids: string[],
+  model?: string,
+): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const records = await store.vectors.find({ agentId, _id: { $in: ids } }).toArray();
+    const vectors = records.filter((r) => r.vector && (model === undefined || r.model === model));
+    const entries = [
+      ...(await store.hot.find({ _id: { $in: ids } }).toArray()),
+      ...(await store.cold.find({ _id: { $in: ids } }).toArray()),
+    ];
+    const settled = entries.filter(
+      (e) =>
+        !e.pending?.includes('embed') && (model === undefined ? e.embeddedWith : e.embeddedWith === model),
+    );
+    if (vectors.length === ids.length && new Set(settled.map((e) => e._id)).size === ids.length) return;
+    if (Date.now() > deadline)
+      throw new Error(`${vectors.length} of ${ids.length} entries got a vector, ${settled.length} settled`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** Until no hot entry of the agent awaits its vector: the write path's embedding has settled. */
+export async function untilHotEmbedded(store: Store, agentId: string): Promise<void> {
+  const deadline = Date.now() + 120_000;
+  while (await hotAwaitingEmbedding(store, agentId)) {
+    if (Date.now() > deadline) throw new Error(`hot entries of ${agentId} still await their vector`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
