@@ -24,10 +24,11 @@ import {
   withRestored,
   type ContextUnit,
   type MemoryUnit,
+  type SemanticView,
 } from './arms';
 import type { Config } from '../core/config';
 import { buildEntry, memoryPolicy, type Entry, type MemoryPolicy } from '../core/entry';
-import { InvalidInputError } from '../core/errors';
+import { InvalidInputError, StackUnavailableError } from '../core/errors';
 import {
   auditArmTaskSchema,
   auditListSchema,
@@ -37,10 +38,12 @@ import {
   type AuditQuestionTask,
 } from '../core/messages';
 import { reclaimPolicy } from '../core/nightly/reclaim';
-import { chooseJudge, chooseReader, type Models } from '../llm';
+import { chooseJudge, chooseReader, createEmbedder, type EmbeddingsEndpoint, type Models } from '../llm';
+import { openEmbeddingCache, type EmbeddingCache } from '../llm/embeddingCache';
 import type { Judge, Reader } from '../llm/models';
 import { agentEntries, dropAgents, saveAuditRecords, storedAuditRecordIds } from '../store/audit';
 import { evictEntry, spillEntries } from '../store/nightly';
+import { embeddingCacheDir } from '../stack/stack';
 import type { Store } from '../store/db';
 import { entryId, insertNewEntries } from '../store/entries';
 import {
@@ -128,15 +131,55 @@ interface QuestionSetup {
   /** Unrelated text for the placebo: turns outside the gold sessions. */
   filler: MemoryUnit[];
   sessionDates: Map<string, string>;
+  /** With `--ranker hybrid`: the vectors the hybrid ranker reads. */
+  semantic: SemanticView | undefined;
   reader: Reader;
   judge: Judge;
   asked: Map<string, Asked>;
 }
 
-export function createAuditActivities(store: Store, config: Config, models: Models) {
+export function createAuditActivities(
+  store: Store,
+  config: Config,
+  models: Models,
+  embeddings: EmbeddingsEndpoint,
+) {
   // The audit's agents are its own, on its own task queue (the nightly run never touches
   // them), and one process runs it: the auditing operator's settings decide for them.
   const policy = memoryPolicy(config);
+  const embedder = 'url' in embeddings ? createEmbedder(config, embeddings.url) : undefined;
+  let vectors: EmbeddingCache | undefined;
+
+  /**
+   * The hybrid ranker's vectors for one question: its own and every unit's, embedded once
+   * per text and model (llm/embeddingCache.ts), so the arms after the first embed nothing.
+   */
+  async function semanticView(
+    task: AuditQuestionTask,
+    question: string,
+    units: readonly MemoryUnit[],
+    progress: () => void,
+  ): Promise<SemanticView | undefined> {
+    if (task.settings.ranker === 'bm25') return undefined;
+    if (!embedder)
+      throw new StackUnavailableError(
+        `the audit's hybrid ranker needs embeddings: ${(embeddings as { unavailable: string }).unavailable}`,
+      );
+    vectors ??= openEmbeddingCache(embeddingCacheDir(config), embedder.model, embedder.dimensions);
+    await vectors.fill(embedder, 'query', [question]);
+    await vectors.fill(
+      embedder,
+      'passage',
+      units.map((u) => u.text),
+      progress,
+    );
+    const cache = vectors;
+    return {
+      query: cache.get('query', question)!,
+      vectors: new Map(units.map((u) => [u.id, cache.get('passage', u.text)!])),
+      minSimilarity: config.semanticMinSimilarity,
+    };
+  }
   /** Writes the haystack into the agent's hot tier; returns the entries it holds there. */
   async function ingest(agentId: string, turns: HaystackTurn[]): Promise<Entry[]> {
     const built = entriesFor(agentId, turns, policy);
@@ -158,7 +201,8 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
     return units;
   }
 
-  async function setup(task: AuditQuestionTask): Promise<QuestionSetup> {
+  /** `progress` is called while the hybrid ranker's vectors are embedded (a heartbeat). */
+  async function setup(task: AuditQuestionTask, progress: () => void): Promise<QuestionSetup> {
     const q = loadQuestion(task.ref);
     const turns = haystackTurns(q);
     const units = await haystack(auditAgentId(task.runId, q.question_id), turns);
@@ -174,6 +218,7 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
       gold: units.filter((u) => goldIds.has(u.id)),
       filler: units.filter((u) => !goldSessions.has(u.sessionId)),
       sessionDates: new Map(turns.map((t) => [t.sessionId, t.sessionDate])),
+      semantic: await semanticView(task, q.question, units, progress),
       reader: chooseReader(models, task.settings.reader),
       judge: chooseJudge(models, task.settings.judge),
       asked: new Map(),
@@ -285,7 +330,7 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
     condition: ReadCondition,
   ): Promise<AuditRecord> {
     const reachableIds = new Set(view.reachable.map((u) => u.id));
-    const context = readContext(condition, s.q.question, view.reachable, s.goldIds);
+    const context = readContext(condition, s.q.question, view.reachable, s.goldIds, s.semantic);
     const cap = task.settings.restoreCapTokens;
     const policyRead = await ask(s, context);
     const restore = withRestored(context, s.gold, cap);
@@ -330,6 +375,7 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
       budget,
       readSetting: view.readSetting,
       condition,
+      ranker: task.settings.ranker,
       reader: s.reader.name,
       judge: s.judge.name,
       ...(task.arm === 'importance' ? { importanceScorer: models.importance.name } : {}),
@@ -394,7 +440,7 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
     /** Ingest the haystack in date order into the question's agent, and run the denominator filter. */
     async prepareAuditQuestion(task: AuditQuestionTask): Promise<PreparedQuestion> {
       task = parseInput(auditQuestionTaskSchema, task, 'audit question');
-      const s = await setup(task);
+      const s = await setup(task, () => heartbeat());
       return {
         units: s.units.length,
         tokens: totalTokens(s.units),
@@ -412,7 +458,8 @@ export function createAuditActivities(store: Store, config: Config, models: Mode
       const ids = recordIds(task);
       if ((await storedAuditRecordIds(store, ids)).size === ids.length)
         return { records: ids.length, reused: true };
-      const s = await setup(task);
+      // A heartbeat while embedding keeps the budget this attempt resumes at.
+      const s = await setup(task, () => heartbeat(activityInfo().heartbeatDetails));
       let scores: Map<string, number> | undefined;
       const importance = async () => {
         if (!scores) {

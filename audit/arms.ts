@@ -9,6 +9,7 @@ import {
   type ReclaimStep,
 } from '../core/nightly/reclaim';
 import { termSequence, terms } from '../core/text';
+import { fuseScores, semanticDepth } from '../core/hybrid';
 
 /**
  * The eviction arms and read-time conditions of the restore-counterfactual audit, pure. A
@@ -183,12 +184,8 @@ function counted(u: MemoryUnit) {
   return c;
 }
 
-/**
- * The frozen lexical ranker: BM25 over the units searched, ties (including every unit that
- * shares no term with the query) broken by recency. Kept apart from memgate's own recall so
- * tuning memgate never moves the audit's read condition.
- */
-export function rankTopK(query: string, units: readonly MemoryUnit[], k: number): MemoryUnit[] {
+/** BM25 of every unit against the query (0 for a unit sharing no term with it). */
+function bm25Scores(query: string, units: readonly MemoryUnit[]): Map<MemoryUnit, number> {
   const queryTerms = terms(query);
   const docs = units.map((u) => ({ u, ...counted(u) }));
   const avgLength = docs.length ? docs.reduce((s, d) => s + d.length, 0) / docs.length : 1;
@@ -197,8 +194,8 @@ export function rankTopK(query: string, units: readonly MemoryUnit[], k: number)
     const df = docs.filter((d) => d.tf.has(t)).length;
     idf.set(t, Math.log(1 + (docs.length - df + 0.5) / (df + 0.5)));
   }
-  return docs
-    .map(({ u, tf, length }) => {
+  return new Map(
+    docs.map(({ u, tf, length }) => {
       let score = 0;
       for (const t of queryTerms) {
         const f = tf.get(t) ?? 0;
@@ -206,11 +203,72 @@ export function rankTopK(query: string, units: readonly MemoryUnit[], k: number)
           score +=
             idf.get(t)! * ((f * (K1 + 1)) / (f + K1 * (1 - B + (B * length) / Math.max(avgLength, 1))));
       }
-      return { u, score };
+      return [u, score];
+    }),
+  );
+}
+
+/** Newer first, then by id: the frozen ranker's tie-break. */
+function byRecency(a: MemoryUnit, b: MemoryUnit): number {
+  return b.at - a.at || (a.id < b.id ? -1 : 1);
+}
+
+/**
+ * The frozen lexical ranker: BM25 over the units searched, ties (including every unit that
+ * shares no term with the query) broken by recency. Kept apart from memgate's own recall so
+ * tuning memgate never moves the audit's read condition.
+ */
+export function rankTopK(query: string, units: readonly MemoryUnit[], k: number): MemoryUnit[] {
+  const scores = bm25Scores(query, units);
+  return [...units].sort((a, b) => scores.get(b)! - scores.get(a)! || byRecency(a, b)).slice(0, k);
+}
+
+/** What the hybrid ranker needs beyond the text: the question's vector and each unit's. */
+export interface SemanticView {
+  query: Float32Array;
+  vectors: ReadonlyMap<string, Float32Array>;
+  /** Units less similar are not found by meaning (memgate's MEMGATE_SEMANTIC_MIN_SIMILARITY). */
+  minSimilarity: number;
+}
+
+function dot(a: Float32Array, b: Float32Array): number {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += a[i]! * b[i]!;
+  return s;
+}
+
+/**
+ * The hybrid ranker (`--ranker hybrid`): memgate's fusion (core/hybrid.ts) of the frozen
+ * BM25 ranking and the nearest units by embedding, as hybrid recall fuses them; the slots
+ * neither fills go to the most recent units, as with the frozen ranker.
+ */
+export function rankHybridTopK(
+  query: string,
+  units: readonly MemoryUnit[],
+  k: number,
+  semantic: SemanticView,
+): MemoryUnit[] {
+  const scores = bm25Scores(query, units);
+  const lexical = units
+    .filter((u) => scores.get(u)! > 0)
+    .sort((a, b) => scores.get(b)! - scores.get(a)! || byRecency(a, b));
+  const similar = units
+    .flatMap((u) => {
+      const v = semantic.vectors.get(u.id);
+      return v ? [{ u, similarity: dot(semantic.query, v) }] : [];
     })
-    .sort((a, b) => b.score - a.score || b.u.at - a.u.at || (a.u.id < b.u.id ? -1 : 1))
-    .slice(0, k)
-    .map((x) => x.u);
+    .filter((x) => x.similarity >= semantic.minSimilarity)
+    .sort((a, b) => b.similarity - a.similarity || byRecency(a.u, b.u))
+    .slice(0, semanticDepth(k));
+  const byId = new Map(units.map((u) => [u.id, u]));
+  const fused = fuseScores(
+    lexical.map((u) => ({ id: u.id, score: scores.get(u)! })),
+    similar.map((x) => ({ id: x.u.id, similarity: x.similarity })),
+    semantic.minSimilarity,
+  ).map((f) => byId.get(f.id)!);
+  const chosen = new Set(fused.slice(0, k));
+  const fill = [...units].filter((u) => !chosen.has(u)).sort(byRecency);
+  return [...chosen, ...fill].slice(0, k);
 }
 
 /** Units the frozen ranker hands the reader. */
@@ -226,11 +284,13 @@ export function readContext(
   query: string,
   reachable: readonly MemoryUnit[],
   goldIds: ReadonlySet<string>,
+  semantic?: SemanticView,
 ): MemoryUnit[] {
-  if (condition === 'top-60') return chronological(rankTopK(query, reachable, TOP_K));
+  const rank = (units: readonly MemoryUnit[], k: number) =>
+    semantic ? rankHybridTopK(query, units, k, semantic) : rankTopK(query, units, k);
+  if (condition === 'top-60') return chronological(rank(reachable, TOP_K));
   const gold = reachable.filter((u) => goldIds.has(u.id));
-  const others = rankTopK(
-    query,
+  const others = rank(
     reachable.filter((u) => !goldIds.has(u.id)),
     Math.max(0, TOP_K - gold.length),
   );

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import { z } from 'zod';
 import { summarizeAudit } from './records';
-import { InvalidInputError } from '../core/errors';
+import { InvalidInputError, StackUnavailableError } from '../core/errors';
 import { auditInputSchema, auditSettingsSchema } from '../core/messages';
 import { chooseJudge, chooseReader, createModels } from '../llm';
 import { auditRecordsOfRun } from '../store/audit';
@@ -46,6 +46,7 @@ export const auditOptions = z.object({
   reader: auditSettingsSchema.shape.reader,
   judge: auditSettingsSchema.shape.judge,
   restoreCap: numeric.pipe(auditSettingsSchema.shape.restoreCapTokens),
+  ranker: auditSettingsSchema.shape.ranker.unwrap(),
   questions: commaList.pipe(auditInputSchema.shape.questionIds.unwrap()).optional(),
   limit: numeric.pipe(auditInputSchema.shape.limit.unwrap()).optional(),
   runId: auditInputSchema.shape.runId.optional(),
@@ -79,6 +80,11 @@ export function registerAuditCommands(program: Command): void {
     .option('--reader <reader>', 'evidence (offline) or model (needs OPENAI_BASE_URL)', 'evidence')
     .option('--judge <judge>', 'match (normalised match) or model (needs OPENAI_BASE_URL)', 'match')
     .option('--restore-cap <tokens>', 'most gold tokens the restore step adds', '2000')
+    .option(
+      '--ranker <ranker>',
+      'bm25 (the frozen BM25 top-60, as in the paper) or hybrid (BM25 fused with embeddings, as recall ranks)',
+      'bm25',
+    )
     .option('--questions <ids>', 'only these comma-separated question ids')
     .option('--limit <n>', 'only the first n questions')
     .option('--run-id <id>', 'run id; rerunning with one resumes it (default: derived from the options)')
@@ -96,6 +102,7 @@ export function registerAuditCommands(program: Command): void {
         reader: o.reader,
         judge: o.judge,
         restoreCapTokens: o.restoreCap,
+        ranker: o.ranker,
       };
       const what = {
         source,
@@ -103,16 +110,23 @@ export function registerAuditCommands(program: Command): void {
         ...(o.limit ? { limit: o.limit } : {}),
         settings,
       };
-      // Same data and settings, same run: rerunning the command resumes or reuses it.
+      // Same data and settings, same run: rerunning the command resumes or reuses it. The
+      // default ranker is left out, so runs started before there was a choice keep their id.
+      const { ranker: _default, ...earlierSettings } = settings;
+      const identity = o.ranker === 'bm25' ? { ...what, settings: earlierSettings } : what;
       const runId =
         o.runId ??
         createHash('sha256')
-          .update(JSON.stringify({ ...what, model: models.remote ? c.openaiModel : null }))
+          .update(JSON.stringify({ ...identity, model: models.remote ? c.openaiModel : null }))
           .digest('hex')
           .slice(0, 12);
       const input: AuditInput = { runId, ...what, concurrency: o.concurrency };
 
       const endpoints = await resolveEndpoints();
+      if (o.ranker === 'hybrid' && 'unavailable' in endpoints.embeddings)
+        throw new StackUnavailableError(
+          `--ranker hybrid needs embeddings: ${endpoints.embeddings.unavailable}`,
+        );
       // The audit's activities read the data files, so this process brings its own worker,
       // on the audit's own queue: production workers never run an audit.
       const { createAuditWorker } = await import('../worker/worker');
@@ -162,7 +176,7 @@ export function registerAuditCommands(program: Command): void {
         const first = records[0];
         const title =
           `Restore-counterfactual audit · ${outcome.questions} questions · ` +
-          `${first ? `${first.reader} reader, ${first.judge} judge` : 'no records'}`;
+          `${first ? `${first.reader} reader, ${first.judge} judge, ${settings.ranker} ranker` : 'no records'}`;
         writeFileSync(join(outDir, 'chart.svg'), renderChart(rows, title));
         console.log(table);
         console.log(

@@ -188,6 +188,8 @@ export interface AuditRecord {
   budget: number | null;
   readSetting: ReadSetting;
   condition: ReadCondition;
+  /** What filled the read context: the frozen BM25 ranker or the hybrid one (`--ranker`). */
+  ranker: 'bm25' | 'hybrid';
   reader: string;
   judge: string;
   importanceScorer?: string;

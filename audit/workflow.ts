@@ -51,8 +51,16 @@ export function auditTaskQueue(taskQueue: string): string {
   return `${taskQueue}-audit`;
 }
 
-const { listAuditQuestions, prepareAuditQuestion, releaseAuditQuestion } = proxyActivities<AuditActivities>({
+const { listAuditQuestions, releaseAuditQuestion } = proxyActivities<AuditActivities>({
   startToCloseTimeout: '2 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 5 },
+});
+
+// With `--ranker hybrid` the first sight of a haystack embeds its turns (minutes on a small
+// CPU); it heartbeats per batch, so a lost worker is still noticed within a minute.
+const { prepareAuditQuestion } = proxyActivities<AuditActivities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '1 minute',
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 5 },
 });
 

@@ -28,6 +28,9 @@ describe('memgate audit (the installed command)', () => {
     const reader = await memgate({ OPENAI_BASE_URL: '' }, 'audit', '--reader', 'model');
     expect(reader.code).toBe(2);
     expect(reader.stderr).toMatch(/\[InvalidConfig\]: OPENAI_BASE_URL/);
+    const ranker = await memgate({}, 'audit', '--ranker', 'dense');
+    expect(ranker.code).toBe(2);
+    expect(ranker.stderr).toMatch(/\[InvalidInput\].*ranker/);
     const data = await memgate({}, 'audit', '--data', join(out, 'nowhere'));
     expect(data.code).toBe(2);
     expect(data.stderr).toMatch(/no such file or folder/);
@@ -70,7 +73,40 @@ describe('memgate audit (the installed command)', () => {
       );
       expect(readFileSync(join(out, 'chart.svg'), 'utf8')).toMatch(/^<svg[\s\S]*<\/svg>\n$/);
       expect(r.stdout).toContain('irreversible share');
+      expect(new Set(records.map((x) => x.ranker))).toEqual(new Set(['bm25']));
     },
     300_000,
+  );
+
+  it.skipIf(!hasData(DATA))(
+    'reads with the hybrid ranker when asked (--ranker hybrid), embedding the haystack on the embeddings server',
+    async () => {
+      const runId = `clih${Date.now().toString(36)}`;
+      const dir = join(out, 'hybrid');
+      const r = await memgate(
+        {},
+        'audit',
+        '--questions',
+        '00ca467f',
+        '--budgets',
+        '8000',
+        '--ranker',
+        'hybrid',
+        '--out',
+        dir,
+        '--run-id',
+        runId,
+      );
+      expect(r.code).toBe(0);
+      const records = readFileSync(join(dir, 'records.jsonl'), 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l) as AuditRecord);
+      expect(records).toHaveLength(2 + 7 * 2 + 2 * 2);
+      expect(new Set(records.map((x) => x.ranker))).toEqual(new Set(['hybrid']));
+      const summary = JSON.parse(readFileSync(join(dir, 'summary.json'), 'utf8'));
+      expect(summary).toMatchObject({ settings: { ranker: 'hybrid' } });
+    },
+    600_000,
   );
 });

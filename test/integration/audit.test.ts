@@ -44,6 +44,7 @@ const settings: AuditSettings = {
   reader: 'evidence',
   judge: 'match',
   restoreCapTokens: 2000,
+  ranker: 'bm25',
 };
 const input: AuditInput = { runId, source: DATA, questionIds: QUESTIONS, settings, concurrency: 2 };
 

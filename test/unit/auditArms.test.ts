@@ -6,6 +6,7 @@ import {
   chronological,
   placeboFor,
   planReclaimToBudget,
+  rankHybridTopK,
   rankTopK,
   readContext,
   retainByImportance,
@@ -17,6 +18,7 @@ import {
   totalTokens,
   withRestored,
   type MemoryUnit,
+  type SemanticView,
 } from '../../audit/arms';
 
 function unit(i: number, text: string, tokens = Math.ceil(text.length / 4)): MemoryUnit {
@@ -230,6 +232,59 @@ describe("memgate's arm: reclaim to a token budget", () => {
           expect(p.action).toBe(dead ? 'evict' : 'spill');
         }
       }),
+    );
+  });
+});
+
+describe('the hybrid ranker (--ranker hybrid)', () => {
+  /** A unit vector at `angle` from the query's, in two dimensions: cosine = cos(angle). */
+  const at = (angle: number) => Float32Array.from([Math.cos(angle), Math.sin(angle)]);
+  const view = (vectors: [string, number][]): SemanticView => ({
+    query: at(0),
+    vectors: new Map(vectors.map(([id, angle]) => [id, at(angle)])),
+    minSimilarity: 0.8,
+  });
+
+  it('puts a unit that shares no word with the question but means it into the top k', () => {
+    const units = [
+      unit(0, 'my favourite colour is teal'),
+      unit(1, 'which hue do I prefer'),
+      ...Array.from({ length: 6 }, (_, i) => unit(2 + i, `the hue of the wall in room ${i}`)),
+    ];
+    const question = 'which hue do I prefer';
+    const semantic = view([
+      ['u0', 0.1],
+      ['u1', 0.3],
+    ]);
+    expect(rankTopK(question, units, 2).map((u) => u.id)).not.toContain('u0');
+    expect(rankHybridTopK(question, units, 2, semantic).map((u) => u.id)).toContain('u0');
+  });
+
+  it('ranks as the frozen BM25 ranker when no unit is similar enough (fast-check)', () => {
+    fc.assert(
+      fc.property(unitsArb, fc.integer({ min: 1, max: 50 }), (units, k) => {
+        // Every vector at 60°: cosine 0.5, below the 0.8 floor, so nothing is found by meaning.
+        const semantic = view(units.map((u) => [u.id, Math.PI / 3]));
+        expect(rankHybridTopK('coffee notice period', units, k, semantic)).toEqual(
+          rankTopK('coffee notice period', units, k),
+        );
+      }),
+    );
+  });
+
+  it('hands the reader k distinct units of those searched (fast-check)', () => {
+    fc.assert(
+      fc.property(
+        unitsArb,
+        fc.integer({ min: 1, max: 50 }),
+        fc.double({ min: 0, max: 1.5 }),
+        (units, k, spread) => {
+          const semantic = view(units.map((u, i) => [u.id, (spread * i) / units.length]));
+          const top = rankHybridTopK('bike garden tax', units, k, semantic);
+          expect(new Set(top.map((u) => u.id)).size).toBe(Math.min(k, units.length));
+          for (const u of top) expect(units).toContain(u);
+        },
+      ),
     );
   });
 });

@@ -20,6 +20,7 @@ function record(
     budget,
     readSetting: 'retained',
     condition,
+    ranker: 'bm25',
     reader: 'evidence',
     judge: 'match',
     store: { units: 10, tokens: 1000, reachableUnits: 5, reachableTokens: 500 },
