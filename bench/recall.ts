@@ -8,17 +8,41 @@
  * a subject (held by a tenth of the store), one of 2,500 topics (about a hundred entries
  * each at 250,000) and the word "figure", which every entry holds.
  *
- * Prints {"sizes":[{"entries","p50Ms","p99Ms","deepP99Ms","candidatesPerQuery"}],"growthExponent"},
- * the exponent being the log-log slope of default p99 between the smallest and largest size.
+ * Hybrid recall (lexical and nearest neighbours by embedding, fused) is measured beside it on
+ * the same store, with the same queries: each entry has a vector, as the agent's workflow
+ * leaves it. Embedding half a million entries would take this machine days, so the vectors
+ * are real embeddings of LongMemEval turns (BENCH_RECALL_BASE_VECTORS of them, embedded once
+ * and cached) each perturbed by Gaussian noise to a cosine of about 0.9 with its original:
+ * the clustered shape of real text's embeddings, at the bench's scale. The queries are
+ * embedded by the real embeddings server, and that time is reported apart from the recall's.
+ * The hybrid arm runs with the configured similarity floor, and again without one
+ * (`noFloor`): the most a hybrid recall costs.
+ *
+ * Prints {"sizes":[{"entries","p50Ms","p99Ms","deepP99Ms","candidatesPerQuery","hybrid":{...}}],
+ * "growthExponent","hybridGrowthExponent"}, the exponents being the log-log slopes of default
+ * p99 between the smallest and largest size.
  */
 import { buildEntry, memoryPolicy, type Entry } from '../core/entry';
 import { DAY_MS } from '../core/salience';
 import { entryId, indexedEntry } from '../store/entries';
 import { adjustDocumentFrequencies } from '../store/terms';
+import { existsSync } from 'node:fs';
+import { resolve } from 'node:path';
+import { MemgateClient } from '../client/client';
+import { createEmbedder } from '../llm';
+import { listQuestions, loadQuestion } from '../audit/longMemEval';
+import { encodeVector, feedKey } from '../store/vectors';
+import { openEmbeddingCache } from '../llm/embeddingCache';
+import { embeddingCacheDir } from '../stack/stack';
 import { emit, growthExponent, percentile, round, startBenchEnv } from './support';
 
 const SIZES = (process.env.BENCH_RECALL_SIZES ?? '10000,50000,250000').split(',').map(Number);
 const QUERIES = Number(process.env.BENCH_RECALL_QUERIES ?? 50);
+const BASE_VECTORS = Number(process.env.BENCH_RECALL_BASE_VECTORS ?? 2000);
+const DATA =
+  process.env.BENCH_RETRIEVAL_DATA ?? resolve(__dirname, '..', '..', 'shared', 'data', 'longmemeval-s');
+/** Per-dimension noise that leaves a perturbed unit vector at cosine ≈ 0.9 with its base (384 dimensions). */
+const NOISE = Math.sqrt((1 / 0.81 - 1) / 384);
 const BATCH = 1000;
 
 const SUBJECTS = [
@@ -43,8 +67,76 @@ function prng(seed: number) {
   };
 }
 
+/** Texts whose real embeddings seed the bench's vectors: the user turns of the LongMemEval sample. */
+function baseTexts(): string[] {
+  if (!existsSync(DATA))
+    throw new Error(`no LongMemEval data at ${DATA} (BENCH_RETRIEVAL_DATA names another folder)`);
+  const texts = new Set<string>();
+  for (const ref of listQuestions(DATA)) {
+    for (const session of loadQuestion(ref).haystack_sessions) {
+      for (const turn of session) if (turn.role === 'user') texts.add(turn.content);
+      if (texts.size >= BASE_VECTORS) return [...texts];
+    }
+  }
+  return [...texts];
+}
+
+function gaussian(rand: () => number): number {
+  return Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
+}
+
 async function main() {
   const env = await startBenchEnv();
+  if (!('url' in env.endpoints.embeddings)) {
+    throw new Error(`hybrid recall needs an embeddings endpoint: ${env.endpoints.embeddings.unavailable}`);
+  }
+  const embedder = createEmbedder(env.config, env.endpoints.embeddings.url);
+  const cache = openEmbeddingCache(embeddingCacheDir(env.config), embedder.model, embedder.dimensions);
+  const texts = baseTexts();
+  await cache.fill(embedder, 'passage', texts, (done, missing) =>
+    console.error(`[recall] base vectors: embedded ${done}/${missing}`),
+  );
+  const bases = texts.map((t) => cache.get('passage', t)!);
+  cache.close();
+  // Hybrid recall at its most costly: no similarity floor, so every neighbour is a candidate
+  // and recall reads them until none left could enter the top k (at most semanticDepth(10)
+  // that pass its filters). With 2 × size / BASE_VECTORS near-copies of every vector, none
+  // can be ruled out early: the worst case.
+  const noFloor = await MemgateClient.connect({ ...env.config, semanticMinSimilarity: 0 }, env.endpoints);
+  // The lexical arm: the same store and queries, with no embeddings endpoint.
+  const lexical = await MemgateClient.connect(env.config, {
+    ...env.endpoints,
+    embeddings: { unavailable: 'the lexical arm of the benchmark' },
+  });
+  const vrand = prng(7);
+  let seq = 0;
+  /** Vector records for the entries, as the agent's workflow leaves them, and the feed counter. */
+  async function vectorsFor(entries: Entry[]) {
+    const records = entries.map((e, i) => {
+      const base = bases[(seq + i) % bases.length]!;
+      const v = new Float32Array(base.length);
+      let norm = 0;
+      for (let d = 0; d < v.length; d++) {
+        v[d] = base[d]! + NOISE * gaussian(vrand);
+        norm += v[d]! * v[d]!;
+      }
+      for (let d = 0; d < v.length; d++) v[d]! /= Math.sqrt(norm);
+      const n = seq + i + 1;
+      return {
+        _id: e._id,
+        agentId,
+        model: embedder.model,
+        vector: encodeVector(v),
+        textHash: '',
+        seq: n,
+        feedKey: feedKey(agentId, n),
+        at: now,
+      };
+    });
+    seq += entries.length;
+    await store.vectors.insertMany(records, { ordered: false });
+    await store.vectorFeeds.updateOne({ _id: agentId }, { $set: { seq } }, { upsert: true });
+  }
   const policy = memoryPolicy(env.config);
   const store = env.client.store;
   const agentId = `recall-${env.runId}`;
@@ -84,23 +176,39 @@ async function main() {
       const cold = Array.from({ length: n }, () => ({ ...entry(loaded++), spilledAt: now }));
       await store.hot.insertMany(hot, { ordered: false });
       await store.cold.insertMany(cold, { ordered: false });
+      await vectorsFor([...hot, ...cold]);
       for (const e of [...hot, ...cold]) termLists.push(e.terms);
     }
     await adjustDocumentFrequencies(store, agentId, termLists, 1);
   }
 
-  async function measure(deep: boolean) {
+  /**
+   * Latencies of QUERIES recalls; a hybrid recall's exclude the query's embedding, which is
+   * reported apart (the embeddings server's time, whatever the store's size).
+   */
+  async function measure(client: MemgateClient, deep: boolean) {
     const latencies: number[] = [];
+    const embedding: number[] = [];
     let candidates = 0;
+    let semantic = 0;
     for (let q = 0; q < QUERIES; q++) {
       const query = `${SUBJECTS[q % SUBJECTS.length]} topic${(q * 37) % TOPICS} figure`;
       const s = performance.now();
-      const res = await env.client.recall({ agentId, query, k: 10, deep });
-      latencies.push(performance.now() - s);
+      const res = await client.recall({ agentId, query, k: 10, deep });
+      const embedMs = res.retrieval.mode === 'hybrid' ? res.retrieval.queryEmbeddingMs : 0;
+      latencies.push(performance.now() - s - embedMs);
+      embedding.push(embedMs);
       candidates += res.candidates;
+      semantic += res.hits.filter((h) => h.foundBy !== 'lexical').length;
     }
     latencies.sort((a, b) => a - b);
-    return { latencies, candidatesPerQuery: candidates / QUERIES };
+    embedding.sort((a, b) => a - b);
+    return {
+      latencies,
+      embedding,
+      candidatesPerQuery: candidates / QUERIES,
+      semanticPerQuery: semantic / QUERIES,
+    };
   }
 
   const sizes = [];
@@ -111,9 +219,19 @@ async function main() {
       console.error(
         `[recall] ${size} hot + ${size} cold loaded in ${round((performance.now() - t0) / 1000, 1)} s`,
       );
-      await measure(false); // warm the caches of both servers once per size
-      const gated = await measure(false);
-      const deep = await measure(true);
+      await measure(lexical, false); // warm the caches of both servers once per size
+      const gated = await measure(lexical, false);
+      const deep = await measure(lexical, true);
+      // The first hybrid recall loads the agent's index from the store: timed on its own.
+      const l0 = performance.now();
+      await env.client.recall({ agentId, query: 'figure', k: 10 });
+      const indexLoadS = (performance.now() - l0) / 1000;
+      await measure(env.client, false);
+      const hybrid = await measure(env.client, false);
+      const hybridDeep = await measure(env.client, true);
+      // Its own client, so its own index: loaded by the first recall, outside the measure.
+      await noFloor.recall({ agentId, query: 'figure', k: 10 });
+      const worst = await measure(noFloor, false);
       sizes.push({
         entries: size,
         p50Ms: round(percentile(gated.latencies, 50)),
@@ -121,6 +239,23 @@ async function main() {
         deepP99Ms: round(percentile(deep.latencies, 99)),
         candidatesPerQuery: round(gated.candidatesPerQuery, 1),
         deepCandidatesPerQuery: round(deep.candidatesPerQuery, 1),
+        hybrid: {
+          p50Ms: round(percentile(hybrid.latencies, 50)),
+          p99Ms: round(percentile(hybrid.latencies, 99)),
+          deepP99Ms: round(percentile(hybridDeep.latencies, 99)),
+          queryEmbeddingP50Ms: round(percentile(hybrid.embedding, 50)),
+          queryEmbeddingP99Ms: round(percentile(hybrid.embedding, 99)),
+          candidatesPerQuery: round(hybrid.candidatesPerQuery, 1),
+          semanticHitsPerQuery: round(hybrid.semanticPerQuery, 1),
+          indexLoadS: round(indexLoadS, 1),
+          vectors: 2 * size,
+          noFloor: {
+            p50Ms: round(percentile(worst.latencies, 50)),
+            p99Ms: round(percentile(worst.latencies, 99)),
+            candidatesPerQuery: round(worst.candidatesPerQuery, 1),
+            semanticHitsPerQuery: round(worst.semanticPerQuery, 1),
+          },
+        },
       });
       console.error(`[recall] ${JSON.stringify(sizes[sizes.length - 1])}`);
     }
@@ -130,8 +265,13 @@ async function main() {
       queriesPerSize: QUERIES,
       sizes,
       growthExponent: growthExponent(sizes, (s) => s.p99Ms),
+      hybridGrowthExponent: growthExponent(sizes, (s) => s.hybrid.p99Ms),
+      vectors: `real embeddings of ${bases.length} LongMemEval user turns (${embedder.model}), each entry's perturbed to cosine ≈ 0.9`,
+      rssMb: round(process.memoryUsage().rss / 2 ** 20, 0),
     });
   } finally {
+    await lexical.close();
+    await noFloor.close();
     await env.close();
   }
 }

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 
 const dir = __dirname;
 const all = readdirSync(dir)
-  .filter((f) => f.endsWith('.ts') && !['run.ts', 'support.ts'].includes(f))
+  .filter((f) => f.endsWith('.ts') && !['run.ts', 'support.ts', 'retrievalMetrics.ts'].includes(f))
   .map((f) => f.replace(/\.ts$/, ''))
   .sort();
 const names = process.argv.slice(2).filter((a) => !a.startsWith('-'));

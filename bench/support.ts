@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { terminateOpenWorkflows } from '../client/admin';
-import { MemgateClient } from '../client/client';
+import { MemgateClient, type ClientEndpoints } from '../client/client';
+import { resolveEmbeddings } from '../client/connection';
+import type { EmbeddingsEndpoint } from '../llm';
 import { parseConfig, type Config } from '../core/config';
 import { stackDown, stackUp } from '../stack/stack';
 import { createMemgateWorker, type WorkerHandle } from '../worker/worker';
@@ -11,7 +13,7 @@ export interface BenchEnv {
   config: Config;
   client: MemgateClient;
   worker: WorkerHandle;
-  endpoints: { temporalAddress: string; mongoUri: string };
+  endpoints: ClientEndpoints;
   close(): Promise<void>;
 }
 
@@ -19,7 +21,10 @@ export interface BenchEnv {
  * A worker and client on the configured servers (or the local stack, started if needed), in
  * a database and task queue of their own that are dropped afterwards.
  */
-export async function startBenchEnv(overrides: Record<string, string> = {}): Promise<BenchEnv> {
+export async function startBenchEnv(
+  overrides: Record<string, string> = {},
+  opts: { embeddings?: EmbeddingsEndpoint } = {},
+): Promise<BenchEnv> {
   const id = randomUUID().slice(0, 8);
   const config = parseConfig({
     ...process.env,
@@ -28,15 +33,19 @@ export async function startBenchEnv(overrides: Record<string, string> = {}): Pro
     ...overrides,
   });
   let started: string[] = [];
-  let endpoints = { temporalAddress: config.temporalAddress ?? '', mongoUri: config.mongoUri ?? '' };
+  let servers = { temporalAddress: config.temporalAddress ?? '', mongoUri: config.mongoUri ?? '' };
   if (!config.temporalAddress || !config.mongoUri) {
     const up = await stackUp(config, (line) => console.error(`[stack] ${line}`));
     started = up.started;
-    endpoints = {
+    servers = {
       temporalAddress: config.temporalAddress ?? up.temporalAddress,
       mongoUri: config.mongoUri ?? up.mongoUri,
     };
   }
+  const endpoints: ClientEndpoints = {
+    ...servers,
+    embeddings: opts.embeddings ?? (await resolveEmbeddings(config, config)),
+  };
   const worker = await createMemgateWorker(config, endpoints);
   const running = worker.run();
   const client = await MemgateClient.connect(config, endpoints);

@@ -2,14 +2,18 @@
  * The same N entries written (a) through the durable write path (Update-with-start into each
  * agent's workflow, one entry per Update) by 16 concurrent agents and (b) with the driver's
  * insertMany straight into the same server; plus the acknowledgement latency of single-entry
- * writes on an idle agent. Sizes: BENCH_WRITE_N (default 4000), BENCH_AGENTS (16),
+ * writes to one agent on an idle system (and, with embeddings, right after the bursts, while
+ * the agents' workflows embed what they acknowledged). Sizes: BENCH_WRITE_N (default 4000), BENCH_AGENTS (16),
  * BENCH_INFLIGHT (writes in flight per agent, one run per level, default "8,32"),
  * BENCH_SEQUENTIAL (300). Concurrent writes of one agent are coalesced by the client, so
- * more writes in flight means more entries per Update.
+ * more writes in flight means more entries per Update. The durable runs are made twice in
+ * one run: with the embeddings endpoint (the agent's workflow embeds what it acknowledged,
+ * after the acknowledgement) and without one (`withoutEmbeddings`), side by side.
  */
 import { buildEntry, memoryPolicy } from '../core/entry';
 import { entryId, indexedEntry } from '../store/entries';
-import { emit, percentile, round, startBenchEnv } from './support';
+import { hotAwaitingEmbedding } from '../store/vectors';
+import { emit, percentile, round, startBenchEnv, type BenchEnv } from './support';
 
 const N = Number(process.env.BENCH_WRITE_N ?? 4000);
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 16);
@@ -20,57 +24,119 @@ function text(agent: number, i: number): string {
   return `Agent ${agent} observation ${i}: the build on branch feature-${i % 97} took ${(i * 7) % 300} seconds on runner ${i % 13}.`;
 }
 
+/** The durable path at each in-flight level, then single writes on an idle agent. */
+async function durableArm(env: BenchEnv, agents: readonly string[]) {
+  // Start every agent's workflow first so the runs measure steady-state writes, not first starts.
+  await Promise.all(
+    agents.map((agentId) =>
+      env.client.write({ agentId, entries: [{ text: 'warm-up', idempotencyKey: 'warm' }] }),
+    ),
+  );
+  const perAgent = Math.ceil(N / AGENTS);
+  const written = perAgent * AGENTS;
+  const durable = [];
+  for (const inflight of INFLIGHT_LEVELS) {
+    const latencies: number[] = [];
+    const t0 = performance.now();
+    await Promise.all(
+      agents.map(async (agentId, a) => {
+        let next = 0;
+        const lane = async () => {
+          while (next < perAgent) {
+            const i = next++;
+            const s = performance.now();
+            const key = `w-${inflight}-${i}`;
+            await env.client.write({ agentId, entries: [{ text: text(a, i), idempotencyKey: key }] });
+            latencies.push(performance.now() - s);
+          }
+        };
+        await Promise.all(Array.from({ length: inflight }, lane));
+      }),
+    );
+    const seconds = (performance.now() - t0) / 1000;
+    latencies.sort((x, y) => x - y);
+    durable.push({ inflightPerAgent: inflight, seconds, latencies });
+    console.error(
+      `[write-path] ${written} entries with ${inflight} in flight per agent: ${round(seconds, 1)} s`,
+    );
+  }
+  // Single-entry writes to one agent, one at a time: right after the bursts, while the
+  // agents' workflows embed what they acknowledged (with an embeddings endpoint), and on an
+  // idle system, once that embedding has settled.
+  const embeds = !('unavailable' in env.endpoints.embeddings);
+  const whileEmbedding = embeds ? await singleWrites(env, agents[0]!, 0) : undefined;
+  if (embeds) {
+    const t = performance.now();
+    for (const agentId of agents) {
+      while (await hotAwaitingEmbedding(env.client.store, agentId))
+        await new Promise((r) => setTimeout(r, 500));
+    }
+    console.error(
+      `[write-path] the backlog was embedded in ${round((performance.now() - t) / 1000, 1)} s more`,
+    );
+  }
+  const idle = await singleWrites(env, agents[0]!, 1);
+  return { written, durable, idle, whileEmbedding };
+}
+
+async function singleWrites(env: BenchEnv, agentId: string, pass: number): Promise<number[]> {
+  const latencies: number[] = [];
+  for (let i = 0; i < SEQUENTIAL; i++) {
+    const s = performance.now();
+    await env.client.write({ agentId, entries: [{ text: text(0, 100_000 * (pass + 1) + i) }] });
+    latencies.push(performance.now() - s);
+  }
+  return latencies.sort((x, y) => x - y);
+}
+
+const latencyOf = (sorted: number[]) => ({
+  n: sorted.length,
+  p50: round(percentile(sorted, 50)),
+  p99: round(percentile(sorted, 99)),
+});
+
+function report(arm: Awaited<ReturnType<typeof durableArm>>, directRate: number) {
+  return {
+    durable: arm.durable.map((d) => ({
+      inflightPerAgent: d.inflightPerAgent,
+      entriesPerSecond: round(arm.written / d.seconds, 1),
+      ratio_durable_to_direct: round(arm.written / d.seconds / directRate, 3),
+      ackLatencyMs: { p50: round(percentile(d.latencies, 50)), p99: round(percentile(d.latencies, 99)) },
+    })),
+    singleEntryIdleAckLatencyMs: latencyOf(arm.idle),
+    ...(arm.whileEmbedding && { singleEntryAckLatencyWhileEmbeddingMs: latencyOf(arm.whileEmbedding) }),
+  };
+}
+
 async function main() {
   const env = await startBenchEnv();
+  // The same writes through a worker and client with no embeddings endpoint: the write path
+  // as it was before semantic recall, measured first, before any embedding is under way.
+  const lexical = await startBenchEnv(
+    {},
+    { embeddings: { unavailable: 'the write path without embeddings' } },
+  );
   try {
-    const agents = Array.from({ length: AGENTS }, (_, a) => `writer-${a}-${env.runId}`);
-    // Start every agent's workflow first so (a) measures steady-state writes, not first starts.
-    await Promise.all(
-      agents.map((agentId) =>
-        env.client.write({ agentId, entries: [{ text: 'warm-up', idempotencyKey: 'warm' }] }),
-      ),
-    );
-
-    const perAgent = Math.ceil(N / AGENTS);
-    const written = perAgent * AGENTS;
-    const durable = [];
-    for (const inflight of INFLIGHT_LEVELS) {
-      const latencies: number[] = [];
-      const t0 = performance.now();
-      await Promise.all(
-        agents.map(async (agentId, a) => {
-          let next = 0;
-          const lane = async () => {
-            while (next < perAgent) {
-              const i = next++;
-              const s = performance.now();
-              const key = `w-${inflight}-${i}`;
-              await env.client.write({ agentId, entries: [{ text: text(a, i), idempotencyKey: key }] });
-              latencies.push(performance.now() - s);
-            }
-          };
-          await Promise.all(Array.from({ length: inflight }, lane));
-        }),
-      );
-      const seconds = (performance.now() - t0) / 1000;
-      latencies.sort((x, y) => x - y);
-      durable.push({ inflightPerAgent: inflight, seconds, latencies });
-      console.error(
-        `[write-path] ${written} entries with ${inflight} in flight per agent: ${round(seconds, 1)} s`,
-      );
+    const agentsOf = (e: BenchEnv) => Array.from({ length: AGENTS }, (_, a) => `writer-${a}-${e.runId}`);
+    let without;
+    try {
+      without = await durableArm(lexical, agentsOf(lexical));
+    } finally {
+      await lexical.close();
     }
 
-    // (b) the same entries, built the same way, inserted directly by 16 concurrent writers.
+    // The same entries, built the same way, inserted directly by 16 concurrent writers.
+    const agents = agentsOf(env);
+    const perAgent = Math.ceil(N / AGENTS);
     const policy = memoryPolicy(env.config);
     const now = Date.now();
     const batches = agents.map((agentId, a) =>
-      Array.from({ length: perAgent }, (_, i) => {
-        const t = text(a, i);
-        return buildEntry(
+      Array.from({ length: perAgent }, (_, i) =>
+        buildEntry(
           entryId(`direct-${agentId}`, { idempotencyKey: `w-${i}` }),
           `direct-${agentId}`,
           {
-            text: t,
+            text: text(a, i),
             kind: 'episode',
             salience: 0.5,
             source: { origin: 'agent' },
@@ -80,44 +146,26 @@ async function main() {
             writtenAt: now,
           },
           policy,
-        );
-      }),
+        ),
+      ),
     );
     const t1 = performance.now();
     await Promise.all(
       batches.map((docs) => env.client.store.hot.insertMany(docs.map(indexedEntry), { ordered: false })),
     );
-    const directSeconds = (performance.now() - t1) / 1000;
+    const directRate = (perAgent * AGENTS) / ((performance.now() - t1) / 1000);
 
-    // Acknowledgement latency of a single-entry write with nothing else in flight.
-    const idle: number[] = [];
-    for (let i = 0; i < SEQUENTIAL; i++) {
-      const s = performance.now();
-      await env.client.write({ agentId: agents[0]!, entries: [{ text: text(0, 100_000 + i) }] });
-      idle.push(performance.now() - s);
-    }
-    idle.sort((x, y) => x - y);
-
-    const directRate = written / directSeconds;
+    const withEmbeddings = await durableArm(env, agents);
     emit({
       bench: 'write-path',
       server: env.config.mongoUri
         ? 'configured'
         : 'local stack (Temporal dev server + FerretDB 1.24 on PostgreSQL 16)',
-      entries: written,
+      entries: withEmbeddings.written,
       agents: AGENTS,
       direct_insertMany: { entriesPerSecond: round(directRate, 1) },
-      durable: durable.map((d) => ({
-        inflightPerAgent: d.inflightPerAgent,
-        entriesPerSecond: round(written / d.seconds, 1),
-        ratio_durable_to_direct: round(written / d.seconds / directRate, 3),
-        ackLatencyMs: { p50: round(percentile(d.latencies, 50)), p99: round(percentile(d.latencies, 99)) },
-      })),
-      singleEntryIdleAckLatencyMs: {
-        n: SEQUENTIAL,
-        p50: round(percentile(idle, 50)),
-        p99: round(percentile(idle, 99)),
-      },
+      ...report(withEmbeddings, directRate),
+      withoutEmbeddings: report(without, directRate),
     });
   } finally {
     await env.close();

@@ -1,0 +1,158 @@
+/**
+ * The retrieval benchmark's pure parts: memgate's lexical ranking of a set of documents,
+ * the rank metrics, and a paired bootstrap of the difference between two arms.
+ */
+import { InvalidInputError } from '../core/errors';
+import type { LexicalScore, SemanticScore } from '../core/hybrid';
+import { termSequence, terms } from '../core/text';
+
+/** BM25's constants, as `rankCandidates` in core/recall.ts uses them. */
+export const BM25_K1 = 1.2;
+export const BM25_B = 0.75;
+
+export interface Doc {
+  id: string;
+  text: string;
+}
+
+/**
+ * The documents sharing a term with the query with their BM25 score, best first, over that
+ * candidate set. This mirrors `rankCandidates` in core/recall.ts (same normalisation, same
+ * constants and idf, statistics over the candidates) without the salience weight, which a
+ * benchmark of stored turns has no use for; ties go to the later document, as recall's go
+ * to the newer write. Kept apart so the benchmark cannot change recall's behaviour.
+ */
+export function bm25Ranking(query: string, docs: readonly Doc[]): LexicalScore[] {
+  const queryTerms = terms(query);
+  const wanted = new Set(queryTerms);
+  const candidates = docs
+    .map((d, order) => {
+      const tf = new Map<string, number>();
+      const seq = termSequence(d.text);
+      for (const t of seq) tf.set(t, (tf.get(t) ?? 0) + 1);
+      return { id: d.id, order, tf, len: seq.length };
+    })
+    .filter((d) => [...wanted].some((t) => d.tf.has(t)));
+  const n = candidates.length;
+  const avgLen = n ? candidates.reduce((s, d) => s + d.len, 0) / n : 1;
+  const idf = new Map<string, number>();
+  for (const t of queryTerms) {
+    const df = candidates.filter((d) => d.tf.has(t)).length;
+    idf.set(t, Math.log(1 + (n - df + 0.5) / (df + 0.5)));
+  }
+  return candidates
+    .map((d) => {
+      let score = 0;
+      for (const t of queryTerms) {
+        const f = d.tf.get(t) ?? 0;
+        if (f) {
+          const norm = 1 - BM25_B + (BM25_B * d.len) / Math.max(avgLen, 1);
+          score += idf.get(t)! * ((f * (BM25_K1 + 1)) / (f + BM25_K1 * norm));
+        }
+      }
+      return { id: d.id, order: d.order, score };
+    })
+    .filter((d) => d.score > 0)
+    .sort((a, b) => b.score - a.score || b.order - a.order)
+    .map((d) => ({ id: d.id, score: d.score }));
+}
+
+/** The documents with their cosine similarity to the query (all vectors unit length), best first. */
+export function cosineRanking(
+  query: Float32Array,
+  docs: readonly { id: string; vector: Float32Array }[],
+): SemanticScore[] {
+  return docs
+    .map((d, order) => {
+      let dot = 0;
+      for (let i = 0; i < query.length; i++) dot += query[i]! * d.vector[i]!;
+      return { id: d.id, order, dot };
+    })
+    .sort((a, b) => b.dot - a.dot || a.order - b.order)
+    .map((d) => ({ id: d.id, similarity: d.dot }));
+}
+
+function requireRelevant(relevant: ReadonlySet<string>): void {
+  // Every metric here divides by the relevant set (or its ideal ranking): empty has no score.
+  if (relevant.size === 0) throw new InvalidInputError('a rank metric needs at least one relevant id');
+}
+
+function hitsInTop(ranking: readonly string[], relevant: ReadonlySet<string>, k: number): number {
+  return ranking.slice(0, k).filter((id) => relevant.has(id)).length;
+}
+
+/** The fraction of the relevant ids in the top k. */
+export function recallAt(ranking: readonly string[], relevant: ReadonlySet<string>, k: number): number {
+  requireRelevant(relevant);
+  return hitsInTop(ranking, relevant, k) / relevant.size;
+}
+
+/** 1 when every relevant id is in the top k, else 0 (LongMemEval's `recall_all`). */
+export function recallAllAt(ranking: readonly string[], relevant: ReadonlySet<string>, k: number): number {
+  requireRelevant(relevant);
+  return hitsInTop(ranking, relevant, k) === relevant.size ? 1 : 0;
+}
+
+/** 1 when some relevant id is in the top k, else 0 (LongMemEval's `recall_any`). */
+export function recallAnyAt(ranking: readonly string[], relevant: ReadonlySet<string>, k: number): number {
+  requireRelevant(relevant);
+  return hitsInTop(ranking, relevant, k) > 0 ? 1 : 0;
+}
+
+/** NDCG at k with binary relevance: DCG of the top k over that of the ideal ranking. */
+export function ndcgAt(ranking: readonly string[], relevant: ReadonlySet<string>, k: number): number {
+  requireRelevant(relevant);
+  const gain = (rank: number) => 1 / Math.log2(rank + 2);
+  let dcg = 0;
+  ranking.slice(0, k).forEach((id, rank) => {
+    if (relevant.has(id)) dcg += gain(rank);
+  });
+  let ideal = 0;
+  for (let rank = 0; rank < Math.min(k, relevant.size); rank++) ideal += gain(rank);
+  return dcg / ideal;
+}
+
+export function mean(xs: readonly number[]): number {
+  return xs.length ? xs.reduce((s, x) => s + x, 0) / xs.length : NaN;
+}
+
+/** Mulberry32: a small seeded generator, so a bootstrap prints the same interval every run. */
+export function seededRandom(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+  };
+}
+
+/**
+ * The percentile interval of mean(b − a) under resampling the paired items with
+ * replacement: the items (questions) are the unit of variation, and pairing removes what
+ * the two arms share (a hard question is hard for both).
+ */
+export function pairedBootstrapCI(
+  a: readonly number[],
+  b: readonly number[],
+  opts: { resamples: number; seed: number; level?: number },
+): [number, number] {
+  if (a.length !== b.length || a.length === 0) {
+    throw new InvalidInputError(
+      `paired bootstrap needs two equal, non-empty arms (got ${a.length} and ${b.length})`,
+    );
+  }
+  const diffs = a.map((x, i) => b[i]! - x);
+  const random = seededRandom(opts.seed);
+  const means: number[] = [];
+  for (let r = 0; r < opts.resamples; r++) {
+    let sum = 0;
+    for (let i = 0; i < diffs.length; i++) sum += diffs[Math.floor(random() * diffs.length)]!;
+    means.push(sum / diffs.length);
+  }
+  means.sort((x, y) => x - y);
+  const tail = (1 - (opts.level ?? 0.95)) / 2;
+  const at = (q: number) => means[Math.min(means.length - 1, Math.max(0, Math.floor(q * means.length)))]!;
+  return [at(tail), at(1 - tail)];
+}
