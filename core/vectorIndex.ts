@@ -729,8 +729,8 @@ function sampleSlots(n: number, count: number, random: () => number): Int32Array
   return slots.slice(0, count);
 }
 
-/** mulberry32: a small seeded generator, so training is reproducible. */
-function seededRandom(seed: number): () => number {
+/** mulberry32: a small seeded generator, so training (and a test's vectors) is reproducible. */
+export function seededRandom(seed: number): () => number {
   let state = seed >>> 0;
   return () => {
     state = (state + 0x6d2b79f5) | 0;

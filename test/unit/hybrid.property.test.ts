@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { buildEntry, memoryPolicy } from '../../core/entry';
+import { buildEntry, memoryPolicy, type MemoryPolicy } from '../../core/entry';
 import { fuseScores, LEXICAL_WEIGHT, semanticShare } from '../../core/hybrid';
 import { couldEnterTopK, rankHybrid, scoreLexical, type Candidate } from '../../core/recall';
 import { HOUR_MS } from '../../core/salience';
@@ -85,27 +85,32 @@ describe('fuseScores (core/hybrid.ts)', () => {
   });
 });
 
+/** A hot episode the agent wrote, as recall finds it. */
+function hotEpisode(
+  id: string,
+  text: string,
+  salience: number,
+  writtenAt: number,
+  policy: MemoryPolicy,
+): Candidate {
+  const input = {
+    text,
+    kind: 'episode' as const,
+    salience,
+    source: { origin: 'agent' as const },
+    confidence: 0.5,
+    verified: false,
+    volatile: false,
+    writtenAt,
+  };
+  return { entry: buildEntry(id, 'agent', input, policy), tier: 'hot' };
+}
+
 describe('rankHybrid (core/recall.ts)', () => {
   const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
   const now = 100 * HOUR_MS;
-  const candidate = (id: string, text: string, salience: number, writtenAt: number): Candidate => ({
-    entry: buildEntry(
-      id,
-      'agent',
-      {
-        text,
-        kind: 'episode',
-        salience,
-        source: { origin: 'agent' },
-        confidence: 0.5,
-        verified: false,
-        volatile: false,
-        writtenAt,
-      },
-      policy,
-    ),
-    tier: 'hot',
-  });
+  const candidate = (id: string, text: string, salience: number, writtenAt: number) =>
+    hotEpisode(id, text, salience, writtenAt, policy);
 
   // The case reciprocal-rank fusion got wrong: it gave the answer and a fresher note that
   // shares one word nearly equal relevance, and salience then put the note first.
@@ -137,24 +142,8 @@ describe("hybrid recall's stopping rule", () => {
   it('bounds what a neighbour that shares no word could score: no read it skips would have entered the top k (fast-check)', () => {
     const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
     const now = 1_000 * HOUR_MS;
-    const entry = (i: number, salience: number, age: number): Candidate => ({
-      entry: buildEntry(
-        `e${i}`,
-        'agent',
-        {
-          text: `note ${i}`,
-          kind: 'episode',
-          salience,
-          source: { origin: 'agent' },
-          confidence: 0.5,
-          verified: false,
-          volatile: false,
-          writtenAt: now - age * HOUR_MS,
-        },
-        policy,
-      ),
-      tier: 'hot',
-    });
+    const entry = (i: number, salience: number, age: number) =>
+      hotEpisode(`e${i}`, `note ${i}`, salience, now - age * HOUR_MS, policy);
     const neighbour = fc.record({
       salience: fc.double({ min: 0.01, max: 1, noNaN: true }),
       age: fc.integer({ min: 0, max: 200 }),

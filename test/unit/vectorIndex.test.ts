@@ -1,18 +1,13 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../core/errors';
-import { ID_OVERHEAD_BYTES, VISIT_BUDGET, VectorIndex, type Neighbour } from '../../core/vectorIndex';
-
-/** A seeded generator (mulberry32), so each case's vectors follow from its seed. */
-function generator(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) | 0;
-    let t = Math.imul(state ^ (state >>> 15), 1 | state);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import {
+  ID_OVERHEAD_BYTES,
+  seededRandom,
+  VISIT_BUDGET,
+  VectorIndex,
+  type Neighbour,
+} from '../../core/vectorIndex';
 
 function gaussian(random: () => number): number {
   return Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
@@ -29,7 +24,7 @@ function randomVector(random: () => number, dimensions: number): Float32Array {
 
 /** Points around `centres` random unit centres: centre plus gaussian noise of norm about `noise`. */
 function clustered(seed: number, dimensions: number, centres: number, noise: number) {
-  const random = generator(seed);
+  const random = seededRandom(seed);
   const middles = Array.from({ length: centres }, () => randomVector(random, dimensions));
   const sigma = noise / Math.sqrt(dimensions);
   return () => {
@@ -141,7 +136,7 @@ describe('VectorIndex below the flat threshold (fast-check)', () => {
   it('is the brute-force top k by true cosine, up to quantisation', () => {
     fc.assert(
       fc.property(cases, ({ seed, n, k }) => {
-        const random = generator(seed);
+        const random = seededRandom(seed);
         const index = new VectorIndex(dimensions);
         const vectors = new Map<string, Float32Array>();
         for (let i = 0; i < n; i++) {
@@ -164,7 +159,7 @@ describe('VectorIndex below the flat threshold (fast-check)', () => {
       fc.property(cases, ({ seed, n, k }) => {
         // Each vector its own axis plus a shared one; the query weighs the axes by a shuffled
         // 1, 2, …, so neighbouring ranks differ by far more than quantisation moves them.
-        const random = generator(seed);
+        const random = seededRandom(seed);
         const count = Math.min(n, 60);
         const index = new VectorIndex(count + 1);
         const vectors = new Map<string, Float32Array>();
@@ -191,7 +186,7 @@ describe('VectorIndex below the flat threshold (fast-check)', () => {
   it('never lets a rejected id through, and still returns min(k, accepted) of the best accepted', () => {
     fc.assert(
       fc.property(cases, fc.integer({ min: 0, max: 4 }), ({ seed, n, k }, modulus) => {
-        const random = generator(seed);
+        const random = seededRandom(seed);
         const index = new VectorIndex(dimensions);
         const vectors = new Map<string, Float32Array>();
         for (let i = 0; i < n; i++) {
@@ -246,7 +241,7 @@ describe('VectorIndex against a Map model (fast-check)', () => {
         const model = new Map<string, Float32Array>();
         for (const step of sequence) {
           if (step.op === 'upsert') {
-            const v = randomVector(generator(step.seed), dimensions);
+            const v = randomVector(seededRandom(step.seed), dimensions);
             index.upsert(step.id, v);
             model.set(step.id, v);
           } else {
@@ -260,7 +255,7 @@ describe('VectorIndex against a Map model (fast-check)', () => {
           const own = index.search(v, model.size).find((r) => r.id === id);
           expect(own?.similarity).toBeGreaterThan(0.99);
         }
-        const query = randomVector(generator(querySeed), dimensions);
+        const query = randomVector(seededRandom(querySeed), dimensions);
         expectNearExact(index.search(query, 16), model, query, 16);
       }),
       { numRuns: 150 },
@@ -305,7 +300,7 @@ describe('VectorIndex as an inverted file', () => {
       index.upsert(`v${i}`, point());
       live.add(`v${i}`);
     }
-    const random = generator(3);
+    const random = seededRandom(3);
     for (let i = 0; i < total; i++) {
       const id = `v${Math.floor(random() * total)}`;
       if (random() < 0.7) {
@@ -343,7 +338,7 @@ describe('VectorIndex as an inverted file', () => {
       return { result, offered };
     };
     const [a, b] = [build(), build()];
-    const random = generator(9);
+    const random = seededRandom(9);
     for (let q = 0; q < 10; q++) {
       const query = randomVector(random, dimensions);
       expect(searched(a, query)).toEqual(searched(b, query));
