@@ -82,8 +82,10 @@ export function createNightlyActivities(
   };
   const night = (run: RunContext) => heartbeating(mongoNight(store, run, config.nightlyBatch));
   // With embeddings, the agent's vectors of this worker's model, searched through the same
-  // bounded in-memory index recall uses (store/vectorIndexes.ts), loaded on the first night.
-  const indexes = 'url' in embeddings ? new VectorIndexes(store, config.vectorIndexMaxVectors) : undefined;
+  // bounded in-memory index recall uses (store/vectorIndexes.ts), loaded on the first night;
+  // the night has no caller waiting, so it waits for the load.
+  const indexes =
+    'url' in embeddings ? new VectorIndexes(store, { maxVectors: config.vectorIndexMaxVectors }) : undefined;
   const byMeaning =
     indexes &&
     ((agentId: string) =>

@@ -3,7 +3,7 @@ import { terminateOpenWorkflows } from '../client/admin';
 import { MemgateClient, type ClientEndpoints } from '../client/client';
 import { resolveEmbeddings } from '../client/connection';
 import type { EmbeddingsEndpoint } from '../llm';
-import { parseConfig, type Config } from '../core/config';
+import { MAX_RECALL_INDEX_WAIT_MS, parseConfig, type Config } from '../core/config';
 import { stackDown, stackUp } from '../stack/stack';
 import { createMemgateWorker, type WorkerHandle } from '../worker/worker';
 
@@ -30,6 +30,8 @@ export async function startBenchEnv(
     ...process.env,
     MEMGATE_DB: `bench_${id}`,
     MEMGATE_TASK_QUEUE: `bench-${id}`,
+    // A benchmark's first hybrid recall times the index load itself: it waits for it.
+    MEMGATE_RECALL_INDEX_WAIT_MS: String(MAX_RECALL_INDEX_WAIT_MS),
     ...overrides,
   });
   let started: string[] = [];

@@ -90,7 +90,10 @@ export class MemgateClient {
     readonly policy: Policy,
     private readonly embeddings: EmbeddingsEndpoint,
   ) {
-    this.vectorIndexes = new VectorIndexes(store, config.vectorIndexMaxVectors);
+    this.vectorIndexes = new VectorIndexes(store, {
+      maxVectors: config.vectorIndexMaxVectors,
+      loadWaitMs: config.recallIndexWaitMs,
+    });
     this.embedder = 'url' in embeddings ? createEmbedder(config, embeddings.url) : undefined;
     this.limits = writeLimitsOf(policy);
     this.memory = memoryPolicy(policy);

@@ -28,6 +28,12 @@ const timezone = text.refine((tz) => {
   }
 }, 'an IANA time zone such as UTC or Europe/Berlin');
 
+/**
+ * The longest a recall may wait for an agent's vector index to load: more than loading the
+ * most vectors a process holds (MEMGATE_VECTOR_INDEX_MAX_VECTORS' default) takes here.
+ */
+export const MAX_RECALL_INDEX_WAIT_MS = 600_000;
+
 interface Spec<T> {
   env: string;
   schema: z.ZodType<T>;
@@ -476,6 +482,13 @@ export const CONFIG_SPECS = {
     allowed: 'a positive integer',
     default: '1000000',
     doc: "vectors a recall-serving process (and a worker clustering by meaning) holds in memory, over all agents (about 420 bytes each); past it the least recently recalled agent's index is dropped, and an agent larger than the whole bound is recalled lexically, said in its results",
+  }),
+  recallIndexWaitMs: spec({
+    env: 'MEMGATE_RECALL_INDEX_WAIT_MS',
+    schema: z.coerce.number().int().min(0).max(MAX_RECALL_INDEX_WAIT_MS),
+    allowed: `milliseconds, 0 to ${MAX_RECALL_INDEX_WAIT_MS}`,
+    default: '2000',
+    doc: "how long a recall waits for the agent's vector index to load into the serving process's memory (400,000 vectors: about 95 s); past it the recall is lexical, says the index is loading, and the load goes on; a one-shot `memgate recall` waits",
   }),
   windowTokens: spec({
     env: 'MEMGATE_WINDOW_TOKENS',

@@ -11,6 +11,11 @@ import { agentVectors, decodeVector, FEED_PAGE, feedPage, lastChangeNumber } fro
  * Memory is bounded by `maxVectors` over all agents (core/vectorIndex.ts gives the bytes a
  * vector costs): the least recently recalled agents' indexes are dropped to make room, and
  * an agent with more vectors than the whole bound is recalled lexically, said in its result.
+ *
+ * A load reads every vector of the agent (about a minute and a half for 500,000 on the local
+ * stack), so a search waits for it at most `loadWaitMs`, then answers that the index is still
+ * loading while the load goes on: a recall is then lexical and says so, instead of holding
+ * its caller past any client's timeout.
  */
 
 /**
@@ -49,15 +54,31 @@ export type SemanticSearch =
     }
   | { available: false; reason: string };
 
+export interface VectorIndexLimits {
+  /** Vectors held, over all agents. */
+  maxVectors: number;
+  /** How long a search waits for an agent's index to load; unset, as long as the load takes. */
+  loadWaitMs?: number;
+}
+
+interface Loading {
+  done: Promise<Loaded>;
+  /** The index as far as it has been read: its size is the load's progress. */
+  index: VectorIndex;
+}
+
 export class VectorIndexes {
   private readonly loaded = new Map<string, Loaded>();
-  private readonly loading = new Map<string, Promise<Loaded>>();
+  private readonly loading = new Map<string, Loading>();
   private readonly tooLarge = new Map<string, number>();
+  private readonly maxVectors: number;
 
   constructor(
     private readonly store: Store,
-    private readonly maxVectors: number,
-  ) {}
+    private readonly limits: VectorIndexLimits,
+  ) {
+    this.maxVectors = limits.maxVectors;
+  }
 
   /** Vectors held now, over all agents. */
   get size(): number {
@@ -71,7 +92,15 @@ export class VectorIndexes {
     const key = `${agentId}\0${model}`;
     const refused = this.tooLarge.get(key);
     if (refused !== undefined) return this.refusal(refused);
-    const l = await this.current(key, agentId, model, query.length);
+    const l = this.loaded.get(key) ?? (await this.loadWithinWait(key, agentId, model, query.length));
+    if (!l) {
+      const read = this.loading.get(key)?.index.size ?? 0;
+      return {
+        available: false,
+        reason: `the agent's vector index is loading into memory (${read} vectors so far); recall is lexical until it is loaded`,
+      };
+    }
+    await this.catchUp(l, agentId, model);
     if (l.index.size > this.maxVectors) {
       this.loaded.delete(key);
       this.tooLarge.set(key, l.index.size);
@@ -102,20 +131,38 @@ export class VectorIndexes {
     }
   }
 
-  private async current(key: string, agentId: string, model: string, dimensions: number): Promise<Loaded> {
-    const l = this.loaded.get(key) ?? (await this.load(key, agentId, model, dimensions));
-    await this.catchUp(l, agentId, model);
-    return l;
+  /** The agent's loaded index, or undefined when its load outlasts `loadWaitMs` (it goes on). */
+  private async loadWithinWait(
+    key: string,
+    agentId: string,
+    model: string,
+    dimensions: number,
+  ): Promise<Loaded | undefined> {
+    const done = this.load(key, agentId, model, dimensions);
+    const wait = this.limits.loadWaitMs;
+    if (wait === undefined) return done;
+    let timer: NodeJS.Timeout | undefined;
+    // A wait of 0 loses the race even to a load that answers at once: no timer to outrun.
+    const waited =
+      wait === 0
+        ? Promise.resolve(undefined)
+        : new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), wait)));
+    try {
+      return await Promise.race([done, waited]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private load(key: string, agentId: string, model: string, dimensions: number): Promise<Loaded> {
     let pending = this.loading.get(key);
     if (!pending) {
-      pending = (async () => {
+      const index = new VectorIndex(dimensions);
+      const done = (async () => {
         // The counter first: a change made while the records are read is read again after.
         const counter = await lastChangeNumber(this.store, agentId);
         const l: Loaded = {
-          index: new VectorIndex(dimensions),
+          index,
           // A record numbered just before the counter may land after the read passed it.
           settled: Math.max(0, counter - IN_FLIGHT),
           seen: [{ seq: counter, at: Date.now() }],
@@ -129,9 +176,13 @@ export class VectorIndexes {
         this.loaded.set(key, l);
         return l;
       })().finally(() => this.loading.delete(key));
+      // A load no search waits for any more may still fail: the next search loads again, and
+      // a failure it waits for reaches it.
+      done.catch(() => undefined);
+      pending = { done, index };
       this.loading.set(key, pending);
     }
-    return pending;
+    return pending.done;
   }
 
   private async catchUp(l: Loaded, agentId: string, model: string): Promise<void> {

@@ -32,8 +32,11 @@ export async function resolveEndpoints(): Promise<ClientEndpoints> {
   };
 }
 
-export async function withClient<T>(fn: (client: MemgateClient) => Promise<T>): Promise<T> {
-  const client = await MemgateClient.connect(config(), await resolveEndpoints());
+export async function withClient<T>(
+  fn: (client: MemgateClient) => Promise<T>,
+  overrides: Partial<Config> = {},
+): Promise<T> {
+  const client = await MemgateClient.connect({ ...config(), ...overrides }, await resolveEndpoints());
   try {
     return await fn(client);
   } finally {

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { z } from 'zod';
 import type { WriteEntryInput } from '../../core/entry';
+import { MAX_RECALL_INDEX_WAIT_MS } from '../../core/config';
 import { printJson, withClient } from './context';
 import { isoDateTime, jsonText, numeric, parseOptions, switchFlag } from './options';
 
@@ -101,7 +102,9 @@ export function registerMemoryCommands(program: Command): void {
     .option('--deep', 'deep recall')
     .action(async (query: string, raw: Record<string, unknown>, command: Command) => {
       const request = parseOptions(recallOptions, { ...raw, query }, command);
-      printJson(await withClient((c) => c.recall(request)));
+      // One recall, then the process exits: no later recall would find the index loaded, so
+      // this one waits for the load rather than answer lexically.
+      printJson(await withClient((c) => c.recall(request), { recallIndexWaitMs: MAX_RECALL_INDEX_WAIT_MS }));
     });
 
   program

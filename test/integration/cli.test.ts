@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runMemgate } from '../support/cli';
+import { untilEmbedded } from '../support/embedded';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 let env: TestEnv;
@@ -32,6 +33,28 @@ describe('memgate CLI', () => {
     expect(r.code).toBe(0);
     const recalled = JSON.parse(r.stdout) as { hits: { id: string; text: string }[] };
     expect(recalled.hits.map((h) => h.id)).toEqual([written.entries[0]!.id]);
+  });
+
+  it("a one-shot recall waits for the agent's vector index, whatever MEMGATE_RECALL_INDEX_WAIT_MS says", async () => {
+    const agentId = env.agent('cli-hybrid');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [{ text: 'My favourite colour is teal.' }],
+    });
+    await untilEmbedded(
+      env.store,
+      agentId,
+      entries.map((e) => e.id),
+    );
+    // A serving process would answer this lexically (it waits not at all); the command's
+    // process ends after one recall, so it waits for the load.
+    const r = await runMemgate(env, ['recall', '--agent', agentId, 'Which hue do I prefer?'], {
+      MEMGATE_RECALL_INDEX_WAIT_MS: '0',
+    });
+    expect(r.code).toBe(0);
+    const recalled = JSON.parse(r.stdout) as { retrieval: { mode: string }; hits: { id: string }[] };
+    expect(recalled.retrieval.mode).toBe('hybrid');
+    expect(recalled.hits.map((h) => h.id)).toEqual([entries[0]!.id]);
   });
 
   it('exits 2 with the typed error on bad input, and writes nothing', async () => {

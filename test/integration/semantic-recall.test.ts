@@ -59,6 +59,40 @@ describe('recall without embeddings says it is lexical only', () => {
   }, 60_000);
 });
 
+describe("an agent's first hybrid recall in a process", () => {
+  it('answers lexically, saying the index is loading, once it has waited MEMGATE_RECALL_INDEX_WAIT_MS; the load goes on', async () => {
+    const agentId = env.agent('loading');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
+    });
+    await untilEmbedded(
+      env.store,
+      agentId,
+      entries.map((e) => e.id),
+    );
+    // A process of its own, so the agent's index is not in its memory yet; it waits not at all.
+    const impatient = await MemgateClient.connect({ ...env.config, recallIndexWaitMs: 0 }, env.endpoints);
+    try {
+      const first = await impatient.recall({ agentId, query: PARAPHRASE });
+      expect(first.retrieval.mode).toBe('lexical');
+      expect((first.retrieval as { reason: string }).reason).toMatch(/vector index is loading/);
+      let later = first;
+      for (
+        const deadline = Date.now() + 60_000;
+        later.retrieval.mode !== 'hybrid' && Date.now() < deadline;
+      ) {
+        await new Promise((r) => setTimeout(r, 100));
+        later = await impatient.recall({ agentId, query: PARAPHRASE });
+      }
+      expect(later.retrieval.mode).toBe('hybrid');
+      expect(later.hits[0]).toMatchObject({ text: MEMORIES[0], foundBy: 'semantic' });
+    } finally {
+      await impatient.close();
+    }
+  }, 120_000);
+});
+
 describe('a worker with no embeddings endpoint', () => {
   it('is asked once per run, and leaves the entries to the night', async () => {
     const lexical = await startTestEnv(

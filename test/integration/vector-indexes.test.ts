@@ -77,7 +77,7 @@ async function feedReads(fn: () => Promise<unknown>): Promise<number> {
 describe('the vector indexes of a recall process', () => {
   it('searches what other processes append, and reads a burst once, not on each recall while it settles', async () => {
     const agentId = env.agent('feed');
-    const indexes = new VectorIndexes(env.store, 1_000_000);
+    const indexes = new VectorIndexes(env.store, { maxVectors: 1_000_000 });
     await append(agentId, 0, 500);
     const first = await indexes.nearest(agentId, MODEL, vector(3), 1);
     expect(first).toMatchObject({ available: true, neighbours: [{ id: `${agentId}-v3` }] });

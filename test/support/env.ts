@@ -34,7 +34,14 @@ export async function startTestEnv(
   opts: { inProcessWorker?: boolean; embeddings?: EmbeddingsEndpoint } = {},
 ): Promise<TestEnv> {
   const id = randomUUID().slice(0, 8);
-  const config = parseConfig({ MEMGATE_DB: `test_${id}`, MEMGATE_TASK_QUEUE: `test-${id}`, ...overrides });
+  const config = parseConfig({
+    MEMGATE_DB: `test_${id}`,
+    MEMGATE_TASK_QUEUE: `test-${id}`,
+    // A test's agent has a handful of vectors, which load at once; on a busy machine "at once"
+    // can take seconds, and a recall that gave up waiting would be lexical, not what it tests.
+    MEMGATE_RECALL_INDEX_WAIT_MS: '60000',
+    ...overrides,
+  });
   const endpoints: ClientEndpoints = {
     temporalAddress: inject('temporalAddress'),
     mongoUri: inject('mongoUri'),
