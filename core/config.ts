@@ -488,7 +488,7 @@ export const CONFIG_SPECS = {
     schema: z.coerce.number().int().min(0).max(MAX_RECALL_INDEX_WAIT_MS),
     allowed: `milliseconds, 0 to ${MAX_RECALL_INDEX_WAIT_MS}`,
     default: '2000',
-    doc: "how long a recall waits for the agent's vector index to load into the serving process's memory (400,000 vectors: about 95 s); past it the recall is lexical, says the index is loading, and the load goes on; a one-shot `memgate recall` waits",
+    doc: "how long a recall waits for the agent's vector index to load or catch up in the serving process (400,000 vectors: 95 s); past a load it is lexical, past a catch-up it searches the index as it stands, saying so, and the work goes on; a one-shot `memgate recall` waits",
   }),
   windowTokens: spec({
     env: 'MEMGATE_WINDOW_TOKENS',

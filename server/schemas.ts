@@ -107,6 +107,11 @@ const retrieval = z
         .int()
         .describe('entries embedded by another model, found lexically only until `memgate reembed`'),
       queryEmbeddingMs: z.number(),
+      indexCatchingUp: z
+        .boolean()
+        .describe(
+          "the agent's vector index was still reading changes when recall stopped waiting for it: entries embedded since may be found by words only",
+        ),
     }),
     z.object({ mode: z.literal('lexical'), reason: z.string().describe('why recall was lexical only') }),
   ])

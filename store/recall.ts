@@ -35,8 +35,8 @@ export type Successor = Omit<RecallHit, 'foundBy' | 'similarity'>;
 
 /**
  * How this recall retrieved: hybrid (lexical and semantic, fused), or lexical only, and then
- * why (no embeddings endpoint, the endpoint failed, the agent's index is too large), so a
- * caller never mistakes a lexical-only answer for a semantic one.
+ * why (no embeddings endpoint, the endpoint failed, the agent's index is too large or still
+ * loading), so a caller never mistakes a lexical-only answer for a semantic one.
  */
 export type Retrieval =
   | {
@@ -46,6 +46,11 @@ export type Retrieval =
       otherModelVectors: number;
       /** Time to embed the query, apart from the recall itself. */
       queryEmbeddingMs: number;
+      /**
+       * The agent's index was still reading vector changes when the recall stopped waiting
+       * (MEMGATE_RECALL_INDEX_WAIT_MS): entries embedded since may be found by words only.
+       */
+      indexCatchingUp: boolean;
     }
   | { mode: 'lexical'; reason: string };
 
@@ -228,6 +233,7 @@ export async function recall(
       model: semantic.model,
       otherModelVectors: search.otherModel,
       queryEmbeddingMs: semantic.embeddingMs,
+      indexCatchingUp: search.catchingUp,
     };
   }
   const result: RecallResult = { hits, retrieval, asOf: now, candidates: ranked };

@@ -12,10 +12,12 @@ import { agentVectors, decodeVector, FEED_PAGE, feedPage, lastChangeNumber } fro
  * vector costs): the least recently recalled agents' indexes are dropped to make room, and
  * an agent with more vectors than the whole bound is recalled lexically, said in its result.
  *
- * A load reads every vector of the agent (about a minute and a half for 500,000 on the local
- * stack), so a search waits for it at most `loadWaitMs`, then answers that the index is still
- * loading while the load goes on: a recall is then lexical and says so, instead of holding
- * its caller past any client's timeout.
+ * A load reads every vector of the agent (95.7 s for 400,000 on the local stack), so a
+ * search waits for it at most `loadWaitMs`, then answers that the index is still loading
+ * while the load goes on: a recall is then lexical and says so, instead of holding its
+ * caller past any client's timeout. A catch-up is bounded the same way: past the wait, the
+ * search answers from the index as it stands, saying so, and the catch-up goes on. That is
+ * safe for erasure: recall reads every neighbour from the store before it returns it.
  */
 
 /**
@@ -43,6 +45,13 @@ interface Loaded {
   /** Ids whose vector is of another model: not searched until `memgate reembed` converts them. */
   otherModel: Set<string>;
   lastUsed: number;
+  /**
+   * Catch-ups run one at a time (two would apply the same records in either order), and a
+   * search that arrives while one runs queues one more behind it, which later ones share:
+   * it reads the counter when it starts, so it covers each of them.
+   */
+  catchingUp?: Promise<void>;
+  queuedCatchUp?: Promise<void>;
 }
 
 export type SemanticSearch =
@@ -51,6 +60,11 @@ export type SemanticSearch =
       neighbours: Neighbour[];
       /** Entries whose vector is of another model than the query's, so not searched. */
       otherModel: number;
+      /**
+       * The index had not read every change yet when the wait ran out: vectors stored or
+       * changed since the last catch-up may be missing from `neighbours`.
+       */
+      catchingUp: boolean;
     }
   | { available: false; reason: string };
 
@@ -92,7 +106,8 @@ export class VectorIndexes {
     const key = `${agentId}\0${model}`;
     const refused = this.tooLarge.get(key);
     if (refused !== undefined) return this.refusal(refused);
-    const l = this.loaded.get(key) ?? (await this.loadWithinWait(key, agentId, model, query.length));
+    const l =
+      this.loaded.get(key) ?? (await this.withinWait(this.load(key, agentId, model, query.length)))?.value;
     if (!l) {
       const read = this.loading.get(key)?.index.size ?? 0;
       return {
@@ -100,7 +115,7 @@ export class VectorIndexes {
         reason: `the agent's vector index is loading into memory (${read} vectors so far); recall is lexical until it is loaded`,
       };
     }
-    await this.catchUp(l, agentId, model);
+    const caughtUp = await this.withinWait(this.caughtUp(l, agentId, model));
     if (l.index.size > this.maxVectors) {
       this.loaded.delete(key);
       this.tooLarge.set(key, l.index.size);
@@ -108,7 +123,12 @@ export class VectorIndexes {
     }
     l.lastUsed = Date.now();
     this.makeRoom(key);
-    return { available: true, neighbours: l.index.search(query, k), otherModel: l.otherModel.size };
+    return {
+      available: true,
+      neighbours: l.index.search(query, k),
+      otherModel: l.otherModel.size,
+      catchingUp: caughtUp === undefined,
+    };
   }
 
   private refusal(size: number): SemanticSearch {
@@ -131,24 +151,19 @@ export class VectorIndexes {
     }
   }
 
-  /** The agent's loaded index, or undefined when its load outlasts `loadWaitMs` (it goes on). */
-  private async loadWithinWait(
-    key: string,
-    agentId: string,
-    model: string,
-    dimensions: number,
-  ): Promise<Loaded | undefined> {
-    const done = this.load(key, agentId, model, dimensions);
+  /** What `work` settles to, or undefined once it outlasts `loadWaitMs` (it goes on). */
+  private async withinWait<T>(work: Promise<T>): Promise<{ value: T } | undefined> {
     const wait = this.limits.loadWaitMs;
-    if (wait === undefined) return done;
+    const settled = work.then((value) => ({ value }));
+    if (wait === undefined) return settled;
     let timer: NodeJS.Timeout | undefined;
-    // A wait of 0 loses the race even to a load that answers at once: no timer to outrun.
+    // A wait of 0 loses the race even to work that answers at once: no timer to outrun.
     const waited =
       wait === 0
         ? Promise.resolve(undefined)
         : new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), wait)));
     try {
-      return await Promise.race([done, waited]);
+      return await Promise.race([settled, waited]);
     } finally {
       clearTimeout(timer);
     }
@@ -183,6 +198,26 @@ export class VectorIndexes {
       this.loading.set(key, pending);
     }
     return pending.done;
+  }
+
+  /** A catch-up that starts after this call: the one queued, or a new one. */
+  private caughtUp(l: Loaded, agentId: string, model: string): Promise<void> {
+    if (l.queuedCatchUp) return l.queuedCatchUp;
+    const before = l.catchingUp?.catch(() => undefined) ?? Promise.resolve();
+    const next: Promise<void> = before.then(async () => {
+      l.queuedCatchUp = undefined;
+      l.catchingUp = next;
+      try {
+        await this.catchUp(l, agentId, model);
+      } finally {
+        if (l.catchingUp === next) l.catchingUp = undefined;
+      }
+    });
+    l.queuedCatchUp = next;
+    // A catch-up no search waits for any more may fail: the next one reads the same changes,
+    // and a failure a search waits for reaches it.
+    next.catch(() => undefined);
+    return next;
   }
 
   private async catchUp(l: Loaded, agentId: string, model: string): Promise<void> {

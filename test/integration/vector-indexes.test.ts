@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { VectorIndexes } from '../../store/vectorIndexes';
+import { VectorIndexes, type SemanticSearch } from '../../store/vectorIndexes';
 import { encodeVector, FEED_PAGE, feedKey } from '../../store/vectors';
 import { startTestEnv, type TestEnv } from '../support/env';
 
@@ -74,7 +74,69 @@ async function feedReads(fn: () => Promise<unknown>): Promise<number> {
   return reads;
 }
 
+/**
+ * Holds the store's reads of feed pages until `release`: a catch-up that starts meanwhile
+ * cannot read what was appended, whatever the machine's speed.
+ */
+function holdFeedReads(): { release: () => void } {
+  const vectors = env.store.vectors;
+  const find = vectors.find.bind(vectors);
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  vectors.find = ((filter: Record<string, unknown>, ...rest: unknown[]) => {
+    const cursor = (find as (...a: unknown[]) => { toArray(): Promise<unknown[]> })(filter, ...rest);
+    if (!filter || !('feedKey' in filter)) return cursor;
+    return { toArray: async () => (await released, cursor.toArray()) };
+  }) as typeof vectors.find;
+  return {
+    release: () => {
+      vectors.find = find;
+      release();
+    },
+  };
+}
+
+/** Calls `search` until `done` holds of its answer, for at most a minute. */
+async function until(search: () => Promise<SemanticSearch>, done: (s: SemanticSearch) => boolean) {
+  for (const deadline = Date.now() + 60_000; ;) {
+    const found = await search();
+    if (done(found)) return found;
+    if (Date.now() > deadline) throw new Error(`still ${JSON.stringify(found)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const nearestId = (s: SemanticSearch) => (s.available ? s.neighbours[0]?.id : undefined);
+
 describe('the vector indexes of a recall process', () => {
+  it('with no time to wait: says a loading index is loading, then answers from the index as it stands while a catch-up goes on, and says so', async () => {
+    const agentId = env.agent('impatient');
+    const indexes = new VectorIndexes(env.store, { maxVectors: 1_000_000, loadWaitMs: 0 });
+    await append(agentId, 0, 100);
+    const first = await indexes.nearest(agentId, MODEL, vector(3), 1);
+    expect(first).toMatchObject({ available: false, reason: expect.stringMatching(/index is loading/) });
+    await until(
+      () => indexes.nearest(agentId, MODEL, vector(3), 1),
+      (s) => nearestId(s) === `${agentId}-v3`,
+    );
+
+    const held = holdFeedReads();
+    let stale: SemanticSearch;
+    try {
+      await append(agentId, 100, 100);
+      stale = await indexes.nearest(agentId, MODEL, vector(150), 1);
+    } finally {
+      held.release();
+    }
+    expect(stale).toMatchObject({ available: true, catchingUp: true });
+    expect(nearestId(stale)).not.toBe(`${agentId}-v150`);
+    // The catch-up went on without a search waiting for it: a later search finds the vector.
+    await until(
+      () => indexes.nearest(agentId, MODEL, vector(150), 1),
+      (s) => nearestId(s) === `${agentId}-v150`,
+    );
+  });
+
   it('searches what other processes append, and reads a burst once, not on each recall while it settles', async () => {
     const agentId = env.agent('feed');
     const indexes = new VectorIndexes(env.store, { maxVectors: 1_000_000 });
