@@ -19,6 +19,7 @@ import {
   type WriteRequestInput,
 } from '../core/entry';
 import { parseRecallRequest, type RecallRequestInput } from '../core/recall';
+import { storeLimitsOf } from '../store/guard';
 import { openStore, type Store } from '../store/db';
 import { adoptPolicy } from '../store/policy';
 import { policyOf, writeLimitsOf, type Policy } from '../core/policy';
@@ -112,7 +113,7 @@ export class MemgateClient {
       );
     });
     const temporal = new Client({ connection, namespace: config.temporalNamespace });
-    const store = await openStore(endpoints.mongoUri, config.database);
+    const store = await openStore(endpoints.mongoUri, config.database, storeLimitsOf(config));
     const { version, ...policy } = await typed(() => adoptPolicy(store, policyOf(config)));
     void version;
     return new MemgateClient(temporal, store, config, policy, endpoints.embeddings);

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { EvictionBoundaryError, InvalidConfigError } from './errors';
+import { MIN_CONNECTIONS_PER_PROCESS } from './admission';
 import { policyConflicts } from './policy';
 
 /**
@@ -117,6 +118,28 @@ export const CONFIG_SPECS = {
     allowed: '1-63 of A-Z a-z 0-9 _ -',
     default: 'memgate',
     doc: 'database name',
+  }),
+  storeConnections: spec({
+    env: 'MEMGATE_STORE_CONNECTIONS',
+    schema: count.max(10_000),
+    allowed: 'a positive integer of at most 10000',
+    default: '200',
+    doc: "connections the store server gives every memgate process of the deployment together: FerretDB's PostgreSQL pool (the local stack sizes its own to it). Each process takes an equal share, so that the processes' commands together never need more (docs/invariants.md, No store wedge)",
+  }),
+  storeProcesses: spec({
+    env: 'MEMGATE_STORE_PROCESSES',
+    schema: count.max(1_000),
+    allowed:
+      'a positive integer of at most 1000, leaving each process at least 3 of MEMGATE_STORE_CONNECTIONS',
+    default: '8',
+    doc: 'the most memgate processes (workers, servers, CLI commands) that use one store at once; every process of a deployment must be given the same two values',
+  }),
+  storeTimeoutMs: spec({
+    env: 'MEMGATE_STORE_TIMEOUT_MS',
+    schema: count.max(600_000),
+    allowed: 'a positive integer of milliseconds, at most 600000',
+    default: '15000',
+    doc: 'the longest one store call (or one batch of a cursor), its wait for a connection included, may take before it fails as StackUnavailable naming the operation',
   }),
   stateDir: spec({
     env: 'MEMGATE_STATE_DIR',
@@ -562,6 +585,10 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       const missing = config[a] === undefined ? a : b;
       throw new InvalidConfigError(CONFIG_SPECS[missing].env, CONFIG_SPECS[missing].allowed, undefined);
     }
+  }
+  if (Math.floor(config.storeConnections / config.storeProcesses) < MIN_CONNECTIONS_PER_PROCESS) {
+    const s = CONFIG_SPECS.storeProcesses;
+    throw new InvalidConfigError(s.env, s.allowed, config.storeProcesses);
   }
   if (config.openaiBaseUrl && !config.openaiApiKey) {
     throw new InvalidConfigError('OPENAI_API_KEY', 'required when OPENAI_BASE_URL is set', undefined);

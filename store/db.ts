@@ -3,16 +3,16 @@ import {
   MongoBulkWriteError,
   MongoClient,
   MongoError,
-  type AnyBulkWriteOperation,
-  type BulkWriteResult,
   type Collection,
   type Db,
   type Document,
   type OptionalUnlessRequiredId,
 } from 'mongodb';
+import { maskUri } from '../core/config';
 import type { Entry } from '../core/entry';
 import type { Policy } from '../core/policy';
 import { StackUnavailableError } from '../core/errors';
+import { createGuard, type StoreLimits } from './guard';
 
 /** One record per lifecycle event: spill, eviction, rehydration, supersession, restore, expiry, erasure. */
 export interface LedgerRecord {
@@ -179,32 +179,12 @@ export interface Collections {
 
 export interface Store extends Collections {
   db: Db;
+  /**
+   * Resolves when the store answers a command that needs its storage, within the store
+   * timeout; else StackUnavailable (health checks, the local stack's watchdog).
+   */
+  answers(): Promise<void>;
   close(): Promise<void>;
-}
-
-/**
- * FerretDB 1.24 on PostgreSQL holds one connection of its pool for every statement of an
- * `update` command that matched a document, until the whole command ends; a command of
- * more matching statements than the pool has connections waits for itself forever. So
- * updates and replacements travel in commands of at most this many statements.
- */
-export const UPDATES_PER_COMMAND = 16;
-
-/** `bulkWrite` in commands of at most `UPDATES_PER_COMMAND` statements, in order. */
-export async function bulkWriteInCommands<T extends Document>(
-  collection: Collection<T>,
-  ops: readonly AnyBulkWriteOperation<T>[],
-  options: { ordered: boolean },
-): Promise<Pick<BulkWriteResult, 'deletedCount' | 'matchedCount' | 'modifiedCount' | 'upsertedCount'>> {
-  const total = { deletedCount: 0, matchedCount: 0, modifiedCount: 0, upsertedCount: 0 };
-  for (let i = 0; i < ops.length; i += UPDATES_PER_COMMAND) {
-    const res = await collection.bulkWrite(ops.slice(i, i + UPDATES_PER_COMMAND), options);
-    total.deletedCount += res.deletedCount;
-    total.matchedCount += res.matchedCount;
-    total.modifiedCount += res.modifiedCount;
-    total.upsertedCount += res.upsertedCount;
-  }
-  return total;
 }
 
 /**
@@ -241,32 +221,48 @@ export function storeFailure(err: unknown): StackUnavailableError | undefined {
   });
 }
 
-export async function openStore(uri: string, database: string): Promise<Store> {
-  const client = new MongoClient(uri, { serverSelectionTimeoutMS: 5_000, ignoreUndefined: true });
+/**
+ * The store, every collection of it guarded (store/guard.ts): admitted against this process's
+ * share of the server's connections and bounded by the store timeout.
+ */
+export async function openStore(uri: string, database: string, limits: StoreLimits): Promise<Store> {
+  const client = new MongoClient(uri, {
+    serverSelectionTimeoutMS: Math.min(5_000, limits.timeoutMs),
+    // The guard admits no more than this at once; the driver's own queue never holds a call.
+    maxPoolSize: limits.budget.perProcess,
+    waitQueueTimeoutMS: limits.timeoutMs,
+    ignoreUndefined: true,
+  });
   try {
     await client.connect();
   } catch (err) {
     throw new StackUnavailableError(
-      `cannot reach the MongoDB-protocol server at ${uri}: ${(err as Error).message}`,
+      `cannot reach the MongoDB-protocol server at ${maskUri(uri)}: ${(err as Error).name}`,
     );
   }
   const db = client.db(database);
+  const guard = createGuard(uri, limits);
   const store: Store = {
     db,
-    hot: db.collection<Entry>('entries_hot'),
-    cold: db.collection<Entry>('entries_cold'),
-    ledger: db.collection<LedgerRecord>('ledger'),
-    tombstones: db.collection<Tombstone>('tombstones'),
-    queries: db.collection<QueryLogRecord>('queries'),
-    termStats: db.collection<TermStat>('term_stats'),
-    agents: db.collection<AgentRecord>('agents'),
-    entryIds: db.collection<EntryIdRecord>('entry_ids'),
-    runs: db.collection('runs'),
-    auditRecords: db.collection('audit_records'),
-    policy: db.collection<PolicyRecord>('policy'),
-    apiKeys: db.collection<ApiKeyRecord>('api_keys'),
-    vectors: db.collection<VectorRecord>('vectors'),
-    vectorFeeds: db.collection<VectorFeed>('vector_feeds'),
+    hot: guard.collection(db.collection<Entry>('entries_hot')),
+    cold: guard.collection(db.collection<Entry>('entries_cold')),
+    ledger: guard.collection(db.collection<LedgerRecord>('ledger')),
+    tombstones: guard.collection(db.collection<Tombstone>('tombstones')),
+    queries: guard.collection(db.collection<QueryLogRecord>('queries')),
+    termStats: guard.collection(db.collection<TermStat>('term_stats')),
+    agents: guard.collection(db.collection<AgentRecord>('agents')),
+    entryIds: guard.collection(db.collection<EntryIdRecord>('entry_ids')),
+    runs: guard.collection(db.collection('runs')),
+    auditRecords: guard.collection(db.collection('audit_records')),
+    policy: guard.collection(db.collection<PolicyRecord>('policy')),
+    apiKeys: guard.collection(db.collection<ApiKeyRecord>('api_keys')),
+    vectors: guard.collection(db.collection<VectorRecord>('vectors')),
+    vectorFeeds: guard.collection(db.collection<VectorFeed>('vector_feeds')),
+    // Sizes every database: under FerretDB that reads PostgreSQL, which a `ping` would not.
+    answers: () =>
+      guard
+        .run('admin.listDatabases', 1, () => client.db('admin').admin().listDatabases(), { read: true })
+        .then(() => undefined),
     close: () => client.close(),
   };
   return store;

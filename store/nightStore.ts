@@ -5,7 +5,7 @@ import { removeSummary, summariesDerivedFrom } from './forget';
 import { dayOf } from '../core/salience';
 import type { ReclaimEntry } from '../core/nightly/reclaim';
 import { countArrived, setHotCount, tierCounts } from './agents';
-import { bulkWriteInCommands, type QueryLogRecord, type Store } from './db';
+import { type QueryLogRecord, type Store } from './db';
 import { entriesWithTerm } from './entries';
 import {
   inBatches,
@@ -69,8 +69,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
     for (let i = 0; i < ids.length; i += batch) {
       const slice = ids.slice(i, i + batch);
       for (const tier of TIERS) {
-        await bulkWriteInCommands(
-          tierCollection(store, tier),
+        await tierCollection(store, tier).bulkWrite(
           slice.map((_id) => ({
             updateOne: {
               filter: { _id, agentId, pending: work },

@@ -26,14 +26,7 @@ import { FIRST_NIGHT_LOOKBACK_DAYS, type SupersededSource } from '../core/nightl
 import { dayOf } from '../core/salience';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import { countArrived, countDeleted, countMoved } from './agents';
-import {
-  bulkWriteInCommands,
-  isErasure,
-  insertIgnoringExisting,
-  UPDATES_PER_COMMAND,
-  type LedgerRecord,
-  type Store,
-} from './db';
+import { isErasure, insertIgnoringExisting, type LedgerRecord, type Store } from './db';
 import { gateKeys, insertNewEntries, termKeys } from './entries';
 import { dropVectors } from './vectors';
 import { adjustDocumentFrequencies, termKey } from './terms';
@@ -101,15 +94,15 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
     async putMany(tier, docs) {
       const collection = tierCollection(store, tier);
       const existing = await insertIgnoringExisting(collection, docs);
-      await bulkWriteInCommands(
-        collection,
-        docs
-          .filter((doc) => existing.has(doc._id))
-          .map((doc) => ({
+      const replacing = docs.filter((doc) => existing.has(doc._id));
+      if (replacing.length > 0) {
+        await collection.bulkWrite(
+          replacing.map((doc) => ({
             replaceOne: { filter: { _id: doc._id, agentId }, replacement: doc, upsert: true },
           })),
-        { ordered: true },
-      );
+          { ordered: true },
+        );
+      }
       await withdrawErased(
         store,
         agentId,
@@ -289,6 +282,9 @@ export async function refreshHotEntry(store: Store, ctx: RunContext, step: Refre
   );
 }
 
+/** Refreshes per bulk write: a chunk whose versions moved is refreshed again entry by entry. */
+const REFRESH_CHUNK = 16;
+
 /**
  * Refreshes of hot entries, a batch at a time: the ledger records, then one update per entry
  * guarded by the version the plan read. A batch in which some entry changed since is done
@@ -309,8 +305,9 @@ export async function refreshHotEntries(
       inputs: { salience: step.salience, dormantAt: step.dormantAt },
     })),
   );
-  for (let i = 0; i < steps.length; i += UPDATES_PER_COMMAND) {
-    const chunk = steps.slice(i, i + UPDATES_PER_COMMAND);
+  // Written a chunk at a time, each chunk's stale versions then refreshed one by one.
+  for (let i = 0; i < steps.length; i += REFRESH_CHUNK) {
+    const chunk = steps.slice(i, i + REFRESH_CHUNK);
     const res = await store.hot.bulkWrite(
       chunk.map((step) => ({
         updateOne: {
@@ -359,8 +356,8 @@ export async function dropLiveKeys(store: Store, ctx: RunContext, since: number 
     const due = (await store.hot.find({ dormantKey: termKey(ctx.agentId, String(day)) }).toArray()).filter(
       (e) => e.agentId === ctx.agentId && e.liveKeys !== undefined && e.dormantAt <= ctx.asOf,
     );
-    await bulkWriteInCommands(
-      store.hot,
+    if (due.length === 0) continue;
+    await store.hot.bulkWrite(
       due.map((e) => ({
         updateOne: {
           filter: { _id: e._id, agentId: ctx.agentId, version: e.version },

@@ -1,4 +1,4 @@
-import { bulkWriteInCommands, type Store } from './db';
+import { type Store } from './db';
 
 /**
  * An agent's key for a term, for its postings (`termKeys` of entries and tombstones) and its
@@ -36,8 +36,7 @@ export async function adjustDocumentFrequencies(
   for (const list of termLists) for (const t of new Set(list)) counts.set(t, (counts.get(t) ?? 0) + 1);
   if (counts.size === 0) return;
   const ids = [...counts].map(([t, n]) => ({ _id: termKey(agentId, t), n }));
-  await bulkWriteInCommands(
-    store.termStats,
+  await store.termStats.bulkWrite(
     ids.map(({ _id, n }) => ({
       updateOne: {
         filter: { _id },

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Binary } from 'mongodb';
 import type { Entry, Tier } from '../core/entry';
-import { bulkWriteInCommands, type Store, type VectorRecord } from './db';
+import { type Store, type VectorRecord } from './db';
 import { inBatches, locateEntry, TIERS, tierCollection } from './nightly';
 
 /**
@@ -162,8 +162,7 @@ export async function storeVectors(
 ): Promise<EmbedTarget[]> {
   if (items.length === 0) return [];
   const first = await takeChangeNumbers(store, agentId, items.length);
-  await bulkWriteInCommands(
-    store.vectors,
+  await store.vectors.bulkWrite(
     items.map((item, i) => ({
       replaceOne: {
         filter: { _id: item.id, agentId },
@@ -211,8 +210,7 @@ export async function dropVectors(
   ).flatMap((r) => (r ? [r._id] : []));
   if (present.length === 0) return;
   const first = await takeChangeNumbers(store, agentId, present.length);
-  await bulkWriteInCommands(
-    store.vectors,
+  await store.vectors.bulkWrite(
     present.map((_id, i) => ({
       updateOne: {
         filter: { _id, agentId },
@@ -242,8 +240,7 @@ export async function settleEmbedded(
   for (const tier of TIERS) {
     const ids = targets.filter((t) => t.tier === tier).map((t) => t.id);
     if (ids.length === 0) continue;
-    await bulkWriteInCommands(
-      tierCollection(store, tier),
+    await tierCollection(store, tier).bulkWrite(
       ids.map((_id) => ({
         updateOne: {
           filter: { _id, agentId },
@@ -293,8 +290,7 @@ export async function markForEmbedding(
   for (const tier of TIERS) {
     const collection = tierCollection(store, tier);
     for await (const page of inBatches(collection, { agentId }, batch, { _id: 1 })) {
-      await bulkWriteInCommands(
-        collection,
+      await collection.bulkWrite(
         page.map(({ _id }) => ({
           updateOne: { filter: { _id, agentId }, update: { $addToSet: { pending: 'embed' as const } } },
         })),

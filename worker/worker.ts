@@ -7,6 +7,7 @@ import { CONFIG_SPECS, type Config } from '../core/config';
 import { policyDrift, policyOf } from '../core/policy';
 import { adoptPolicy } from '../store/policy';
 import { ensureIndexes, openStore, type Store } from '../store/db';
+import { onStoreTimeout, storeLimitsOf } from '../store/guard';
 import type { EmbeddingsEndpoint } from '../llm';
 
 export interface WorkerHandle {
@@ -47,6 +48,14 @@ export function installRuntime(config: Config): void {
     },
   });
   runtimeInstalled = true;
+  // Every store call of this process that timed out, by operation (`entries_hot.updateOne`):
+  // a bounded set of names, never an agent's.
+  const timeouts = Runtime.instance().metricMeter.createCounter(
+    'memgate_store_timeouts',
+    'calls',
+    'store calls that got no answer within MEMGATE_STORE_TIMEOUT_MS, by operation',
+  );
+  onStoreTimeout((operation) => timeouts.add(1, { operation }));
 }
 
 export async function createMemgateWorker(
@@ -85,7 +94,7 @@ async function startWorker(
   },
 ): Promise<WorkerHandle> {
   installRuntime(config);
-  const store = await openStore(endpoints.mongoUri, config.database);
+  const store = await openStore(endpoints.mongoUri, config.database, storeLimitsOf(config));
   await ensureIndexes(store);
   // The store's policy decides, not this environment's (docs/invariants.md, One policy); say
   // where they differ.

@@ -26,7 +26,7 @@ export function serverDeps(client: MemgateClient, c: Config): ServerDeps {
     },
     probes: {
       temporal: () => client.temporal.workflowService.getSystemInfo({}),
-      store: () => client.store.db.command({ ping: 1 }),
+      store: () => client.store.answers(),
     },
   };
 }

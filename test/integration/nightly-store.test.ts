@@ -4,6 +4,8 @@ import { inject } from 'vitest';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
 import type { ReclaimStep } from '../../core/nightly/reclaim';
 import { HOUR_MS } from '../../core/salience';
+import { parseConfig } from '../../core/config';
+import { storeLimitsOf } from '../../store/guard';
 import { openStore, type Store } from '../../store/db';
 import { insertNewEntries } from '../../store/entries';
 import { eraseFromQueryLog, removeSummary, tombstoneErasure, unlinkSupersession } from '../../store/forget';
@@ -24,7 +26,11 @@ const T0 = Date.UTC(2025, 0, 1);
 let store: Store;
 
 beforeAll(async () => {
-  store = await openStore(inject('mongoUri'), `test_store_${randomUUID().slice(0, 8)}`);
+  store = await openStore(
+    inject('mongoUri'),
+    `test_store_${randomUUID().slice(0, 8)}`,
+    storeLimitsOf(parseConfig({})),
+  );
 });
 afterAll(async () => {
   await store?.db.dropDatabase();

@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
+import { parseConfig } from '../../core/config';
+import { storeLimitsOf } from '../../store/guard';
 import { openStore, type Store } from '../../store/db';
 import { insertNewEntries } from '../../store/entries';
 import { supersedePhase } from '../../core/nightly/phases';
@@ -22,7 +24,11 @@ const T0 = Date.UTC(2025, 0, 1);
 let store: Store;
 
 beforeAll(async () => {
-  store = await openStore(inject('mongoUri'), `test_retired_${randomUUID().slice(0, 8)}`);
+  store = await openStore(
+    inject('mongoUri'),
+    `test_retired_${randomUUID().slice(0, 8)}`,
+    storeLimitsOf(parseConfig({})),
+  );
 });
 afterAll(async () => {
   await store?.db.dropDatabase();

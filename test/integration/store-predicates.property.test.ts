@@ -9,6 +9,7 @@ import { inDefaultRecall } from '../../core/recall';
 import { reclaimPolicy } from '../../core/nightly/reclaim';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { ensureIndexes, openStore, type Store } from '../../store/db';
+import { storeLimitsOf } from '../../store/guard';
 import { findCandidates, insertNewEntries, logQuery } from '../../store/entries';
 import { dropLiveKeys } from '../../store/nightly';
 import { mongoNight } from '../../store/nightStore';
@@ -33,7 +34,11 @@ const VOCABULARY = ['harbour', 'invoice', 'lantern', 'meadow', 'orchid', 'pylon'
 
 let store: Store;
 beforeAll(async () => {
-  store = await openStore(inject('mongoUri'), `test_predicates_${randomUUID().slice(0, 8)}`);
+  store = await openStore(
+    inject('mongoUri'),
+    `test_predicates_${randomUUID().slice(0, 8)}`,
+    storeLimitsOf(config),
+  );
   await ensureIndexes(store);
 });
 afterAll(async () => {
