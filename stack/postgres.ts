@@ -140,10 +140,20 @@ export async function initialisePostgres(p: PostgresPaths): Promise<void> {
   }
 }
 
-/** How to start the server: loopback TCP only, no Unix socket, fast shutdown on SIGINT. */
+/**
+ * Connections PostgreSQL keeps beyond FerretDB's pool: the stack's own provisioning, the
+ * superuser's reserve, and the tests' statistics queries.
+ */
+export const POSTGRES_RESERVED_CONNECTIONS = 20;
+
+/**
+ * How to start the server: loopback TCP only, no Unix socket, fast shutdown on SIGINT, and
+ * room for FerretDB's pool of `storeConnections` beside the reserve.
+ */
 export async function postgresCommand(
   p: PostgresPaths,
   port: number,
+  storeConnections: number,
 ): Promise<{ bin: string; args: string[]; options: SpawnOptions }> {
   const bins = await postgresBinaries();
   const user = await serverUser();
@@ -161,20 +171,30 @@ export async function postgresCommand(
       '-c',
       'shared_buffers=256MB',
       '-c',
-      'max_connections=200',
+      `max_connections=${storeConnections + POSTGRES_RESERVED_CONNECTIONS}`,
     ],
     options: user ?? {},
   };
 }
 
 /**
- * FerretDB's connection string. Its pool holds a connection per open cursor and per matched
- * statement of an update command (store/db.ts sends those in small commands); 100 leaves
- * room for the workers and clients of a test run within `max_connections`.
+ * FerretDB's connection string, with a pool of exactly the connections memgate's processes
+ * share (MEMGATE_STORE_CONNECTIONS): their budgets add up to it (docs/invariants.md, No store wedge).
  */
-export function ferretdbUrl(p: PostgresPaths, port: number): string {
+export function ferretdbUrl(p: PostgresPaths, port: number, storeConnections: number): string {
   const { ferretdb } = readSecrets(p);
-  return `postgres://${FERRETDB_ROLE}:${ferretdb}@127.0.0.1:${port}/${FERRETDB_DATABASE}?pool_max_conns=100`;
+  return `postgres://${FERRETDB_ROLE}:${ferretdb}@127.0.0.1:${port}/${FERRETDB_DATABASE}?pool_max_conns=${storeConnections}`;
+}
+
+/** PostgreSQL's `max_connections`, as the running server has it. */
+export async function postgresMaxConnections(p: PostgresPaths, port: number): Promise<number> {
+  const admin = await adminClient(p, port);
+  try {
+    const { rows } = await admin.query<{ max_connections: string }>('SHOW max_connections');
+    return Number(rows[0]!.max_connections);
+  } finally {
+    await admin.end();
+  }
 }
 
 /** A superuser connection to FerretDB's database: provisioning, and the tests' statistics. */

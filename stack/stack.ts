@@ -18,15 +18,19 @@ import {
 } from 'node:fs';
 import { connect } from 'node:net';
 import { homedir, setPriority, tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { StackUnavailableError } from '../core/errors';
+import { InvalidConfigError, StackUnavailableError } from '../core/errors';
+import { openStore, type Store } from '../store/db';
+import { storeLimitsOf } from '../store/guard';
 import { embeddingsAnswer, obtainEmbeddingsServer } from './embeddings';
 import {
   ferretdbUrl,
   initialisePostgres,
+  POSTGRES_RESERVED_CONNECTIONS,
   postgresCommand,
   postgresDataDir,
+  postgresMaxConnections,
   provisionPostgres,
   type PostgresPaths,
 } from './postgres';
@@ -47,6 +51,12 @@ export interface StackSettings {
   mongoPort: number;
   postgresPort: number;
   embeddingsPort: number;
+  /** FerretDB's pool (MEMGATE_STORE_CONNECTIONS), and PostgreSQL sized to hold it. */
+  storeConnections: number;
+  /** The processes that share them: the watchdog is one, and takes its share. */
+  storeProcesses: number;
+  /** How long the store may take to answer before the status says so and the watchdog acts. */
+  storeTimeoutMs: number;
 }
 
 export interface StackEndpoints {
@@ -80,6 +90,8 @@ function paths(s: StackSettings) {
     postgres: { data: postgresDataDir(state), secrets: join(state, 'postgres-secrets.json') },
     pid: (name: string) => join(state, `${name}.pid`),
     log: (name: string) => join(state, `${name}.log`),
+    /** The pool the running FerretDB was started with (MEMGATE_STORE_CONNECTIONS then). */
+    ferretdbPool: join(state, 'ferretdb-pool.txt'),
     /** Why the embeddings server could not be obtained or started; absent while it starts fine. */
     embeddingsUnavailable: join(state, 'embeddings-unavailable.txt'),
   };
@@ -267,6 +279,48 @@ async function waitFor(
   throw new StackUnavailableError(`${what} did not answer within ${timeoutMs / 1000}s; ${logTail(logFile)}`);
 }
 
+/** The logs the watchdog writes to: its own, and FerretDB's beside what FerretDB writes. */
+export function stackLogFiles(s: StackSettings): { watchdog: string; ferretdb: string } {
+  const p = paths(s);
+  return { watchdog: p.log('watchdog'), ferretdb: p.log('ferretdb') };
+}
+
+/** The repository (or installed package) root: where `bin/memgate.cjs` is. */
+function packageRoot(): string {
+  for (let dir = __dirname; ; dir = dirname(dir)) {
+    if (existsSync(join(dir, 'bin', 'memgate.cjs'))) return dir;
+    if (dirname(dir) === dir) throw new Error(`no bin/memgate.cjs above ${__dirname}`);
+  }
+}
+
+/**
+ * `memgate stack watch` in a process group of its own, told this stack's settings through its
+ * environment, unless one already watches this state directory.
+ */
+function startWatchdog(s: StackSettings, p: ReturnType<typeof paths>): boolean {
+  if (existsSync(p.pid('watchdog')) && alive(Number(readFileSync(p.pid('watchdog'), 'utf8')))) return false;
+  startDetached(
+    process.execPath,
+    [join(packageRoot(), 'bin', 'memgate.cjs'), 'stack', 'watch'],
+    'watchdog',
+    p,
+    {
+      env: {
+        ...process.env,
+        MEMGATE_STATE_DIR: p.state,
+        MEMGATE_CACHE_DIR: p.cache,
+        MEMGATE_MONGO_PORT: String(s.mongoPort),
+        MEMGATE_POSTGRES_PORT: String(s.postgresPort),
+        MEMGATE_TEMPORAL_PORT: String(s.temporalPort),
+        MEMGATE_STORE_CONNECTIONS: String(s.storeConnections),
+        MEMGATE_STORE_PROCESSES: String(s.storeProcesses),
+        MEMGATE_STORE_TIMEOUT_MS: String(s.storeTimeoutMs),
+      },
+    },
+  );
+  return true;
+}
+
 /** Spawns the server in a process group of its own, logging to and recording its pid in the state. */
 function startDetached(
   bin: string,
@@ -291,7 +345,10 @@ function startDetached(
 export interface StackStatus {
   temporal: boolean;
   temporalUi: boolean;
+  /** FerretDB answered a command that needs PostgreSQL within `STATUS_STORE_TIMEOUT_MS`. */
   mongo: boolean;
+  /** Why `mongo` is false: its port is closed, or it did not answer in time. */
+  mongoProblem?: string;
   postgres: boolean;
   embeddings: boolean;
   /** Hybrid (lexical and semantic) while the embeddings server answers; else lexical, and why. */
@@ -300,13 +357,14 @@ export interface StackStatus {
 }
 
 export async function stackStatus(s: StackSettings): Promise<StackStatus> {
-  const [temporal, temporalUi, mongo, postgres, embeddings] = await Promise.all([
+  const [temporal, temporalUi, mongoProblem, postgres, embeddings] = await Promise.all([
     portAnswers(s.temporalPort),
     portAnswers(s.temporalUiPort),
-    portAnswers(s.mongoPort),
+    storeProblem(s),
     portAnswers(s.postgresPort),
     embeddingsAnswer(s.embeddingsPort),
   ]);
+  const mongo = mongoProblem === undefined;
   const recall: StackStatus['recall'] = embeddings
     ? { mode: 'hybrid' }
     : {
@@ -315,7 +373,40 @@ export async function stackStatus(s: StackSettings): Promise<StackStatus> {
           localEmbeddingsUnavailable(s) ??
           `the embeddings server on 127.0.0.1:${s.embeddingsPort} does not answer`,
       };
-  return { temporal, temporalUi, mongo, postgres, embeddings, recall, endpoints: endpoints(s) };
+  return {
+    temporal,
+    temporalUi,
+    mongo,
+    ...(mongoProblem !== undefined && { mongoProblem }),
+    postgres,
+    embeddings,
+    recall,
+    endpoints: endpoints(s),
+  };
+}
+
+/** An open port is not an answer: FerretDB can accept connections and answer nothing. */
+const STATUS_STORE_TIMEOUT_MS = 5_000;
+
+/** Why the local store does not answer, or undefined when it does. */
+async function storeProblem(s: StackSettings): Promise<string | undefined> {
+  if (!(await portAnswers(s.mongoPort))) return `nothing listens on 127.0.0.1:${s.mongoPort}`;
+  const timeoutMs = Math.min(STATUS_STORE_TIMEOUT_MS, s.storeTimeoutMs);
+  let store: Store | undefined;
+  try {
+    store = await openStore(
+      endpoints(s).mongoUri,
+      'admin',
+      storeLimitsOf({ ...s, storeTimeoutMs: timeoutMs }),
+    );
+    await store.answers();
+    return undefined;
+  } catch (err) {
+    return err instanceof StackUnavailableError ? err.message : `the store failed: ${(err as Error).name}`;
+  } finally {
+    // A store that does not answer may not answer its close either.
+    void store?.close().catch(() => undefined);
+  }
 }
 
 /**
@@ -405,7 +496,7 @@ async function startPostgres(s: StackSettings, p: ReturnType<typeof paths>): Pro
   let started = false;
   if (!(await portAnswers(s.postgresPort))) {
     await initialisePostgres(p.postgres);
-    const cmd = await postgresCommand(p.postgres, s.postgresPort);
+    const cmd = await postgresCommand(p.postgres, s.postgresPort, s.storeConnections);
     startDetached(cmd.bin, cmd.args, 'postgres', p, cmd.options);
     started = true;
     await waitFor('PostgreSQL', () => portAnswers(s.postgresPort), p.log('postgres'));
@@ -414,7 +505,7 @@ async function startPostgres(s: StackSettings, p: ReturnType<typeof paths>): Pro
   for (;;) {
     try {
       await provisionPostgres(p.postgres, s.postgresPort);
-      return started;
+      break;
     } catch (err) {
       // The port opens a moment before the server accepts logins ("starting up").
       if (Date.now() > deadline) {
@@ -425,6 +516,68 @@ async function startPostgres(s: StackSettings, p: ReturnType<typeof paths>): Pro
       await new Promise((r) => setTimeout(r, 250));
     }
   }
+  // A server started earlier with a smaller limit could not hold FerretDB's pool.
+  const max = await postgresMaxConnections(p.postgres, s.postgresPort);
+  if (max < s.storeConnections + POSTGRES_RESERVED_CONNECTIONS) {
+    throw new InvalidConfigError(
+      'MEMGATE_STORE_CONNECTIONS',
+      `at most ${max - POSTGRES_RESERVED_CONNECTIONS} while the running PostgreSQL allows ${max} connections; \`memgate stack down\` and up again to resize it`,
+      s.storeConnections,
+    );
+  }
+  return started;
+}
+
+/** FerretDB on the stack's PostgreSQL, its pool sized to MEMGATE_STORE_CONNECTIONS. */
+function startFerretDb(bin: string, s: StackSettings, p: ReturnType<typeof paths>): number {
+  const pid = startDetached(
+    bin,
+    [
+      '--handler=postgresql',
+      `--state-dir=${p.state}`,
+      `--listen-addr=127.0.0.1:${s.mongoPort}`,
+      '--debug-addr=127.0.0.1:0',
+      '--telemetry=disable',
+      '--log-level=warn',
+    ],
+    'ferretdb',
+    p,
+    // The URL holds the role's password: the environment keeps it out of `ps`.
+    {
+      env: {
+        ...process.env,
+        FERRETDB_POSTGRESQL_URL: ferretdbUrl(p.postgres, s.postgresPort, s.storeConnections),
+      },
+    },
+  );
+  writeFileSync(p.ferretdbPool, `${s.storeConnections}\n`);
+  return pid;
+}
+
+/** A running FerretDB must have the pool the processes' budgets are shares of. */
+function checkFerretDbPool(s: StackSettings, p: ReturnType<typeof paths>): void {
+  const pool = existsSync(p.ferretdbPool) ? Number(readFileSync(p.ferretdbPool, 'utf8')) : undefined;
+  if (pool !== undefined && pool !== s.storeConnections) {
+    throw new InvalidConfigError(
+      'MEMGATE_STORE_CONNECTIONS',
+      `${pool}, the pool the running FerretDB has; \`memgate stack down\` and up again to change it`,
+      s.storeConnections,
+    );
+  }
+}
+
+/**
+ * Stop FerretDB and start it again: the watchdog's remedy for a FerretDB that stopped
+ * answering. Its PostgreSQL connections close with it, and PostgreSQL rolls back what they
+ * had not committed: no acknowledged write is among that.
+ */
+export async function restartFerretDb(s: StackSettings, log: Log): Promise<number> {
+  const p = paths(s);
+  const bins = await obtainBinaries(s, log);
+  await stackDown(s, ['ferretdb'], 0);
+  const pid = startFerretDb(bins.ferretdb, s, p);
+  await waitFor('FerretDB', () => portAnswers(s.mongoPort), p.log('ferretdb'));
+  return pid;
 }
 
 /**
@@ -469,26 +622,13 @@ export async function stackUp(
     started.push('temporal');
   }
   if (!(await portAnswers(s.mongoPort))) {
-    startDetached(
-      bins.ferretdb,
-      [
-        '--handler=postgresql',
-        `--state-dir=${p.state}`,
-        `--listen-addr=127.0.0.1:${s.mongoPort}`,
-        '--debug-addr=127.0.0.1:0',
-        '--telemetry=disable',
-        '--log-level=warn',
-      ],
-      'ferretdb',
-      p,
-      // The URL holds the role's password: the environment keeps it out of `ps`.
-      { env: { ...process.env, FERRETDB_POSTGRESQL_URL: ferretdbUrl(p.postgres, s.postgresPort) } },
-    );
+    startFerretDb(bins.ferretdb, s, p);
     started.push('ferretdb');
-  }
+  } else checkFerretDbPool(s, p);
   // Started before the waits below, so it loads while Temporal and FerretDB do.
   if (await embeddingsUp(s, log)) started.push('embeddings');
   await waitFor('FerretDB', () => portAnswers(s.mongoPort), p.log('ferretdb'));
+  if (startWatchdog(s, p)) started.push('watchdog');
   await waitFor('Temporal', () => temporalReady(bins.temporal, s), p.log('temporal'));
   return { ...endpoints(s), started };
 }
@@ -506,22 +646,26 @@ function alive(pid: number): boolean {
 const STOP_SIGNAL: Record<string, NodeJS.Signals> = { postgres: 'SIGINT' };
 
 /**
- * Stop each server this state directory started (FerretDB before the PostgreSQL under it),
- * then SIGKILL what outlives 15 s.
+ * Stop each server this state directory started (the watchdog first, so it restarts nothing
+ * on the way down; FerretDB before the PostgreSQL under it), then SIGKILL what outlives
+ * `graceMs`.
  */
-export async function stackDown(s: StackSettings, only?: string[]): Promise<string[]> {
+export async function stackDown(s: StackSettings, only?: string[], graceMs = 15_000): Promise<string[]> {
   const p = paths(s);
   const stopped: string[] = [];
-  for (const name of ['embeddings', 'temporal', 'ferretdb', 'postgres'].filter(
+  for (const name of ['watchdog', 'embeddings', 'temporal', 'ferretdb', 'postgres'].filter(
     (n) => !only || only.includes(n),
   )) {
     if (!existsSync(p.pid(name))) continue;
     const pid = Number(readFileSync(p.pid(name), 'utf8'));
     if (pid > 0 && alive(pid)) {
-      process.kill(-pid, STOP_SIGNAL[name] ?? 'SIGTERM');
-      const deadline = Date.now() + 15_000;
+      process.kill(-pid, graceMs > 0 ? (STOP_SIGNAL[name] ?? 'SIGTERM') : 'SIGKILL');
+      const deadline = Date.now() + graceMs;
       while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
       if (alive(pid)) process.kill(-pid, 'SIGKILL');
+      // A killed process is gone once its parent has reaped it.
+      const reaped = Date.now() + 5_000;
+      while (alive(pid) && Date.now() < reaped) await new Promise((r) => setTimeout(r, 50));
       stopped.push(name);
     }
     rmSync(p.pid(name), { force: true });

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { stackDown, stackStatus, stackUp } from '../../stack/stack';
+import { superviseLocalStack } from '../../stack/watchdog';
 import { config, printJson } from './context';
 
 export function registerStackCommands(program: Command): void {
@@ -22,6 +23,16 @@ export function registerStackCommands(program: Command): void {
     .description('stop the servers this state directory started')
     .action(async () => {
       printJson({ stopped: await stackDown(config()) });
+    });
+  stack
+    .command('watch')
+    .description(
+      "supervise the local stack's FerretDB: restart it when it stops answering (`stack up` starts this in the background)",
+    )
+    .action(async () => {
+      const stop = new AbortController();
+      for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => stop.abort());
+      await superviseLocalStack(config(), stop.signal);
     });
   stack
     .command('status')

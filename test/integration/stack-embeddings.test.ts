@@ -46,6 +46,9 @@ async function secondStack(cacheDir: string): Promise<StackSettings> {
     mongoPort: await freePort(),
     postgresPort: await freePort(),
     embeddingsPort: await freePort(),
+    storeConnections: 40,
+    storeProcesses: 4,
+    storeTimeoutMs: 15_000,
   };
 }
 
