@@ -77,7 +77,8 @@ function admissionFor(server: string, budget: ConnectionBudget) {
 
 /** The hosts of a MongoDB URI: which server a budget is a share of. */
 function serverOf(uri: string): string {
-  return uri.replace(/^[a-z+]+:\/\/(?:[^@/]*@)?([^/?]*).*$/i, '$1');
+  const hosts = uri.slice(uri.indexOf('://') + 3).split(/[/?]/, 1)[0]!;
+  return hosts.slice(hosts.lastIndexOf('@') + 1);
 }
 
 /**

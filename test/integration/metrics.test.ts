@@ -1,9 +1,9 @@
-import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpServer, type RunningServer } from '../../client/commands/serve';
 import { WindowClient } from '../../client/window';
 import { RehydrationBlocked } from '../../core/window/blocked';
 import { createKey } from '../../store/keys';
+import { freePort } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -14,17 +14,6 @@ import { startTestEnv, type TestEnv } from '../support/env';
 let env: TestEnv;
 let port: number;
 let server: RunningServer;
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 beforeAll(async () => {
   port = await freePort();

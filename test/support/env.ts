@@ -31,7 +31,7 @@ export interface TestEnv {
  */
 export async function startTestEnv(
   overrides: Record<string, string> = {},
-  opts: { inProcessWorker?: boolean; embeddings?: EmbeddingsEndpoint } = {},
+  opts: { inProcessWorker?: boolean; embeddings?: EmbeddingsEndpoint; mongoUri?: string } = {},
 ): Promise<TestEnv> {
   const id = randomUUID().slice(0, 8);
   const config = parseConfig({
@@ -44,7 +44,7 @@ export async function startTestEnv(
   });
   const endpoints: ClientEndpoints = {
     temporalAddress: inject('temporalAddress'),
-    mongoUri: inject('mongoUri'),
+    mongoUri: opts.mongoUri ?? inject('mongoUri'),
     embeddings: opts.embeddings ?? { url: inject('embeddingsUrl') },
   };
   const bundle = { codePath: inject('workflowBundlePath') };

@@ -1,0 +1,160 @@
+import type { ChildProcess } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startTestEnv, type TestEnv } from '../support/env';
+import { killWorker, runMemgate, spawnServe, spawnWorker } from '../support/cli';
+import { expectVerified } from '../support/verify';
+
+/**
+ * Many processes at once on one store: two `memgate worker`s, a `memgate serve` and this
+ * client, each with many writes, recalls, nights and embeddings in flight. Every night
+ * settles its entries' pending work in update commands of many statements, and every worker
+ * runs several nights at once: the shape that held every connection of FerretDB's pool with a
+ * command waiting for one more, for good, before admission (docs/invariants.md, No store
+ * wedge). Bounded in count and time, on loopback; it ends by itself either way.
+ */
+const AGENTS = 24;
+const WRITES_PER_AGENT = 8;
+const ENTRIES_PER_WRITE = 8;
+const RECALLS_PER_AGENT = 4;
+/** Past this, the store is taken for wedged: on a store that answers, the run takes a fraction. */
+const WEDGED_AFTER_MS = 240_000;
+
+let env: TestEnv;
+const processes: ChildProcess[] = [];
+let api: string;
+let key: string;
+
+beforeAll(async () => {
+  env = await startTestEnv({}, { inProcessWorker: false });
+  for (let i = 0; i < 2; i++) processes.push(await spawnWorker(env));
+  const created = await runMemgate(env, ['keys', 'create', '--agents', '*']);
+  expect(created.code).toBe(0);
+  key = created.stdout.trim().split('\n').at(-1)!;
+  const serve = await spawnServe(env);
+  processes.push(serve.child);
+  api = serve.url;
+}, 180_000);
+
+afterAll(async () => {
+  for (const p of processes) await killWorker(p);
+  await env?.close();
+});
+
+async function http(method: string, path: string, body: unknown): Promise<{ status: number; body: unknown }> {
+  const res = await fetch(`${api}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+function entry(agent: number, write: number, i: number) {
+  const n = (write * ENTRIES_PER_WRITE + i) * 7919 + agent;
+  return {
+    text: `Shipment ${n} for depot ${agent} leaves dock ${write} with ${i + 2} pallets of part ${n % 97}.`,
+    salience: 0.4 + (i % 5) / 10,
+  };
+}
+
+/** Each call's outcome; none may hang past the bound, and the bound is a failure. */
+async function allWithin<T>(work: Promise<T>[]): Promise<PromiseSettledResult<T>[]> {
+  let timer: NodeJS.Timeout | undefined;
+  let answered = 0;
+  const counted = work.map((w) => w.finally(() => answered++));
+  const wedged = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new Error(
+            `the store is wedged: ${work.length - answered} of ${work.length} calls unanswered after ${WEDGED_AFTER_MS} ms`,
+          ),
+        ),
+      WEDGED_AFTER_MS,
+    );
+  });
+  try {
+    return await Promise.race([Promise.allSettled(counted), wedged]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+describe('the store under many processes at once (docs/invariants.md, No store wedge)', () => {
+  it('answers every write, recall, night and embedding, loses nothing, and verifies clean', async () => {
+    const agents = Array.from({ length: AGENTS }, (_, a) => env.agent(`stress-${a}`));
+    const written = new Map<string, Set<string>>(agents.map((a) => [a, new Set()]));
+    const record = (agentId: string, ids: string[]) => ids.forEach((id) => written.get(agentId)!.add(id));
+
+    const writes = agents.flatMap((agentId, a) =>
+      Array.from({ length: WRITES_PER_AGENT }, async (_, w) => {
+        const entries = Array.from({ length: ENTRIES_PER_WRITE }, (_, i) => entry(a, w, i));
+        // Half through the HTTP API's process, half through this one.
+        if (w % 2 === 0) {
+          const res = await http('POST', `/v1/agents/${agentId}/memories`, { entries });
+          if (res.status !== 200)
+            throw new Error(`write answered ${res.status}: ${JSON.stringify(res.body)}`);
+          record(
+            agentId,
+            (res.body as { entries: { id: string }[] }).entries.map((e) => e.id),
+          );
+        } else {
+          const res = await env.client.write({ agentId, entries });
+          record(
+            agentId,
+            res.entries.map((e) => e.id),
+          );
+        }
+      }),
+    );
+    const recalls = (query: string) =>
+      agents.flatMap((agentId, a) =>
+        Array.from({ length: RECALLS_PER_AGENT }, async (_, r) => {
+          const q = `${query} depot ${a} pallets part ${r}`;
+          if (r % 2 === 0) {
+            const res = await http('POST', `/v1/agents/${agentId}/recall`, {
+              query: q,
+              k: 10,
+              deep: r === 2,
+            });
+            if (res.status !== 200)
+              throw new Error(`recall answered ${res.status}: ${JSON.stringify(res.body)}`);
+          } else await env.client.recall({ agentId, query: q, k: 10 });
+        }),
+      );
+
+    const first = await allWithin([...writes, ...recalls('shipment')]);
+    expect(first.filter((r) => r.status === 'rejected')).toEqual([]);
+
+    // Every agent's night at once, in both workers, while writes and recalls go on.
+    const asOf = Date.now();
+    const second = await allWithin<unknown>([
+      ...agents.map((agentId) => env.client.consolidate({ agentId, asOf })),
+      ...agents.map((agentId, a) =>
+        env.client.write({ agentId, entries: [entry(a, WRITES_PER_AGENT, 0)] }).then((res) =>
+          record(
+            agentId,
+            res.entries.map((e) => e.id),
+          ),
+        ),
+      ),
+      ...recalls('dock'),
+    ]);
+    expect(second.filter((r) => r.status === 'rejected')).toEqual([]);
+
+    // Nothing acknowledged is lost, and every store agrees with itself.
+    for (const agentId of agents) {
+      const ids = [...written.get(agentId)!];
+      expect(ids).toHaveLength(WRITES_PER_AGENT * ENTRIES_PER_WRITE + 1);
+      const stored = await Promise.all(
+        ids.map(
+          async (_id) =>
+            (await env.store.hot.findOne({ _id, agentId })) ??
+            (await env.store.cold.findOne({ _id, agentId })),
+        ),
+      );
+      expect(stored.filter((e) => e === null)).toHaveLength(0);
+      await expectVerified(env, agentId);
+    }
+  }, 600_000);
+});
