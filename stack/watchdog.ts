@@ -5,7 +5,8 @@
  * memgate's admission (core/admission.ts) keeps its own commands from wedging the pool; the
  * watchdog is for whatever else stops FerretDB answering.
  */
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
 import type { Config } from '../core/config';
 import { openStore, type Store } from '../store/db';
 import { storeLimitsOf } from '../store/guard';
@@ -36,13 +37,16 @@ function within(work: Promise<void>, ms: number): Promise<void> {
   ]).finally(() => clearTimeout(timer));
 }
 
+/** `ms`, or less if `signal` aborts; leaves no listener behind either way. */
 const pause = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener('abort', () => {
+    const done = () => {
       clearTimeout(timer);
+      signal.removeEventListener('abort', done);
       resolve();
-    });
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
   });
 
 /** Probes until `signal` aborts; returns how many restarts it made. */
@@ -90,6 +94,7 @@ export async function superviseLocalStack(
   signal: AbortSignal,
 ): Promise<void> {
   const files = stackLogFiles(c);
+  mkdirSync(dirname(files.watchdog), { recursive: true });
   const log = logTo(files.watchdog, files.ferretdb);
   let store: Store | undefined;
   const answers = async () => {
