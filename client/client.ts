@@ -4,6 +4,7 @@ import {
   Connection,
   WithStartWorkflowOperation,
   WorkflowNotFoundError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
 } from '@temporalio/client';
 import { StackUnavailableError, UnauthenticatedError } from '../core/errors';
 import type { KeyScope } from '../core/keys';
@@ -139,7 +140,8 @@ export class MemgateClient {
     try {
       return await this.temporal.withDeadline(Date.now() + this.config.writeTimeoutMs, fn);
     } catch (err) {
-      if (isGrpcDeadlineError(err)) {
+      // The deadline can end the Update's own polling too, which the SDK reports as its own class.
+      if (isGrpcDeadlineError(err) || err instanceof WorkflowUpdateRPCTimeoutOrCancelledError) {
         throw new StackUnavailableError(
           `the write for agent ${agentId} was not acknowledged within ${this.config.writeTimeoutMs} ms; sending it again is safe`,
           { agentId },

@@ -116,11 +116,14 @@ const GUARDED = new Set([
   'drop',
 ]);
 
+/** The driver gave up waiting for a connection of its pool (its class is not exported). */
+function poolWaitTimedOut(err: unknown): boolean {
+  return err instanceof MongoDriverError && err.name === 'MongoWaitQueueTimeoutError';
+}
+
 function transient(err: unknown): boolean {
   return (
-    err instanceof MongoNetworkError ||
-    err instanceof MongoServerSelectionError ||
-    (err instanceof MongoDriverError && err.name === 'WaitQueueTimeoutError')
+    err instanceof MongoNetworkError || err instanceof MongoServerSelectionError || poolWaitTimedOut(err)
   );
 }
 
@@ -142,6 +145,8 @@ function asUnavailable(operation: string, timeoutMs: number, err: unknown): unkn
   if (err instanceof MongoNetworkError && err.name === 'MongoNetworkTimeoutError') {
     return timedOut(operation, timeoutMs, 'no reply on its connection');
   }
+  // A pool whose connections the server does not answer: the same as no answer.
+  if (poolWaitTimedOut(err)) return timedOut(operation, timeoutMs, 'no connection of the pool came free');
   if (transient(err)) return unavailable(operation, timeoutMs, (err as Error).name);
   return err;
 }

@@ -102,34 +102,37 @@ describe('a store that stops answering (docs/invariants.md, No store wedge)', ()
 
     // Writes and recalls in flight when the store stops, and more sent while it is stopped.
     process.kill(ferretdbPid(), 'SIGSTOP');
-    const during = await Promise.all([
-      ...Array.from({ length: 4 }, (_, i) =>
-        timed(() => env.client.recall({ agentId, query: `relay fault ${i}` })),
-      ),
-      ...Array.from({ length: 4 }, (_, i) => timed(() => env.store.hot.findOne({ _id: `x${i}`, agentId }))),
-      // One write per agent: an agent's writes queue behind each other (client/client.ts).
-      ...Array.from({ length: 3 }, (_, i) =>
-        timed(() => write(100 + i, i === 0 ? agentId : env.agent(`paused-${i}`))),
-      ),
-    ]);
-    const recalls = during.slice(0, 8);
-    const writes = during.slice(8);
-    for (const r of recalls) {
-      expect(r.error).toBeInstanceOf(StackUnavailableError);
-      expect(r.ms).toBeLessThan(TIMEOUT_MS + SLACK_MS);
+    try {
+      const during = await Promise.all([
+        ...Array.from({ length: 4 }, (_, i) =>
+          timed(() => env.client.recall({ agentId, query: `relay fault ${i}` })),
+        ),
+        ...Array.from({ length: 4 }, (_, i) => timed(() => env.store.hot.findOne({ _id: `x${i}`, agentId }))),
+        // One write per agent: an agent's writes queue behind each other (client/client.ts).
+        ...Array.from({ length: 3 }, (_, i) =>
+          timed(() => write(100 + i, i === 0 ? agentId : env.agent(`paused-${i}`))),
+        ),
+      ]);
+      const recalls = during.slice(0, 8);
+      const writes = during.slice(8);
+      for (const r of recalls) {
+        expect(r.error).toBeInstanceOf(StackUnavailableError);
+        expect(r.ms).toBeLessThan(TIMEOUT_MS + SLACK_MS);
+      }
+      // The store's own call names the operation that got no answer.
+      expect((recalls[4]!.error as StackUnavailableError).details).toMatchObject({
+        operation: 'entries_hot.findOne',
+      });
+      expect((recalls[4]!.error as Error).message).toContain(`within ${TIMEOUT_MS} ms`);
+      // A write waits out its own timeout (its workflow retries the store meanwhile), then says so.
+      for (const w of writes) {
+        expect(w.error).toBeInstanceOf(StackUnavailableError);
+        expect(w.ms).toBeLessThan(4_000 + SLACK_MS);
+      }
+    } finally {
+      // Resumed whatever the assertions found, so the tests after this one meet a store that answers.
+      process.kill(ferretdbPid(), 'SIGCONT');
     }
-    // The store's own call names the operation that got no answer.
-    expect((recalls[4]!.error as StackUnavailableError).details).toMatchObject({
-      operation: 'entries_hot.findOne',
-    });
-    expect((recalls[4]!.error as Error).message).toContain(`within ${TIMEOUT_MS} ms`);
-    // A write waits out its own timeout (its workflow retries the store meanwhile), then says so.
-    for (const w of writes) {
-      expect(w.error).toBeInstanceOf(StackUnavailableError);
-      expect(w.ms).toBeLessThan(4_000 + SLACK_MS);
-    }
-
-    process.kill(ferretdbPid(), 'SIGCONT');
     // Everything resumes: new writes and recalls answer (the first may still meet the
     // reconnection), and every acknowledged write is there.
     const deadline = Date.now() + 60_000;
