@@ -96,15 +96,11 @@ const HOLDS_QUERY_AND_WRITE = new Set([
   'createIndex',
 ]);
 
-/** Reads: retrying one that a network fault interrupted cannot change anything. */
-const READS = new Set([
-  'findOne',
-  'countDocuments',
-  'estimatedDocumentCount',
-  'distinct',
-  'find',
-  'aggregate',
-]);
+/**
+ * Reads: retrying one that a network fault interrupted cannot change anything. (`find` and
+ * `aggregate` return cursors, guarded on their own.)
+ */
+const READS = new Set(['findOne', 'countDocuments', 'estimatedDocumentCount', 'distinct']);
 
 const GUARDED = new Set([
   ...HOLDS_QUERY_AND_WRITE,
@@ -179,7 +175,7 @@ class Guard {
   }
 
   /**
-   * One command: its units first (from `pool`), then the call, both within one deadline. The
+   * One command: its units first, then the call, both within one deadline. The
    * units are given back when the call settles, not at the deadline: the server may still be
    * working on it, holding its connections.
    */
