@@ -12,17 +12,20 @@ const FAILED_PRECONDITION = 9;
  *   it was accepted (WorkflowNotReady, "unexpected workflow task failure"; the server's own
  *   failure says retries resolve it). Nothing of it reached history, so no handler effect
  *   stands but a write's local persist, which the same ids make idempotent.
+ * - `not-processed`: the server rejected it as `UnprocessedUpdate`, because the workflow task
+ *   that carried it completed without a word about it (seen with two workers under load). A
+ *   rejected Update was never accepted, so no handler of it ran; the next task takes a resend.
  * Undefined for every other failure: it is the caller's to see.
  */
-export type ResendReason = 'handing-over' | 'aborted-by-server';
+export type ResendReason = 'handing-over' | 'aborted-by-server' | 'not-processed';
+
+/** The ApplicationFailure type the server gives an Update no worker answered. */
+const UNPROCESSED_UPDATE = 'UnprocessedUpdate';
 
 export function resendReason(err: unknown): ResendReason | undefined {
-  if (
-    err instanceof WorkflowUpdateFailedError &&
-    err.cause instanceof ApplicationFailure &&
-    err.cause.type === RUN_ENDING
-  ) {
-    return 'handing-over';
+  if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) {
+    if (err.cause.type === RUN_ENDING) return 'handing-over';
+    if (err.cause.type === UNPROCESSED_UPDATE) return 'not-processed';
   }
   for (let cause = err; cause instanceof Error; cause = cause.cause) {
     if (isGrpcServiceError(cause) && cause.code === FAILED_PRECONDITION) return 'aborted-by-server';

@@ -19,6 +19,21 @@ describe('resendReason', () => {
     expect(resendReason(aborted)).toBe('aborted-by-server');
   });
 
+  it('sends again an Update the server rejected because no worker processed it', () => {
+    // What a fresh clone's CI saw in the store stress test: three writes failed though the
+    // server's own failure says none was accepted, so no handler of theirs ran.
+    const unprocessed = new WorkflowUpdateFailedError(
+      'Workflow Update failed',
+      ApplicationFailure.create({
+        type: 'UnprocessedUpdate',
+        message:
+          "Workflow Update is rejected because it wasn't processed by worker. Probably, Workflow Update is not supported by the worker.",
+        nonRetryable: true,
+      }),
+    );
+    expect(resendReason(unprocessed)).toBe('not-processed');
+  });
+
   it('sends again a write the run turned away while handing over', () => {
     const ending = new WorkflowUpdateFailedError(
       'Workflow Update failed',
