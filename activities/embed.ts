@@ -31,7 +31,7 @@ export function createEmbedActivities(store: Store, config: Config, endpoint: Em
 
   /** Embed and store the vectors of these ids that need one, then settle their work. */
   async function embedIds(e: Embedder, agentId: string, ids: readonly string[]): Promise<number> {
-    const { toEmbed, current } = await entriesToEmbed(store, agentId, ids, e.model);
+    const { toEmbed, current } = await entriesToEmbed(store, agentId, ids, e);
     const vectors = toEmbed.length
       ? await e.embed(
           toEmbed.map((t) => t.text),
@@ -41,7 +41,7 @@ export function createEmbedActivities(store: Store, config: Config, endpoint: Em
     const kept = await storeVectors(
       store,
       agentId,
-      e.model,
+      e,
       toEmbed.map((t, i) => ({ ...t, vector: vectors[i]! })),
       Date.now(),
     );

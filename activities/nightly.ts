@@ -21,7 +21,7 @@ import { heartbeat, heartbeating } from './liveness';
 import type { EmbeddingsEndpoint } from '../llm';
 import type { MeaningNeighbours } from '../core/nightly/clusters';
 import type { Neighbour } from '../core/vectorIndex';
-import { VectorIndexes } from '../store/vectorIndexes';
+import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
 import { vectorsOf } from '../store/vectors';
 
 import { pruneRecords } from '../store/retention';
@@ -85,15 +85,17 @@ export function createNightlyActivities(
   // bounded in-memory index recall uses (store/vectorIndexes.ts), loaded on the first night;
   // the night has no caller waiting, so it waits for the load.
   const indexes =
-    'url' in embeddings ? new VectorIndexes(store, { maxVectors: config.vectorIndexMaxVectors }) : undefined;
+    'url' in embeddings
+      ? new VectorIndexes(store, { ...vectorIndexLimitsOf(config), loadWaitMs: undefined })
+      : undefined;
   const byMeaning =
     indexes &&
     ((agentId: string) =>
       async (ids: readonly string[], k: number, minSimilarity: number): Promise<MeaningNeighbours> => {
-        const model = config.embeddingsModel;
+        const space = { model: config.embeddingsModel, dimensions: config.embeddingsDimensions };
         const out = new Map<string, Neighbour[]>();
-        for (const [id, vector] of await vectorsOf(store, agentId, ids, model)) {
-          const found = await indexes.nearest(agentId, model, vector, k + 1);
+        for (const [id, vector] of await vectorsOf(store, agentId, ids, space)) {
+          const found = await indexes.nearest(agentId, space.model, vector, k + 1);
           // An agent larger than the bound is clustered by its terms alone.
           if (!found.available) break;
           out.set(

@@ -1,3 +1,4 @@
+import { REFERENCE_PASSAGES } from '../core/referencePassages';
 import type { QuestionRef } from '../core/messages';
 import { activityInfo, Context, heartbeat } from '@temporalio/activity';
 import {
@@ -167,17 +168,12 @@ export function createAuditActivities(
       );
     vectors ??= openEmbeddingCache(embeddingCacheDir(config), embedder.model, embedder.dimensions);
     await vectors.fill(embedder, 'query', [question]);
-    await vectors.fill(
-      embedder,
-      'passage',
-      units.map((u) => u.text),
-      progress,
-    );
+    await vectors.fill(embedder, 'passage', [...units.map((u) => u.text), ...REFERENCE_PASSAGES], progress);
     const cache = vectors;
     return {
       query: cache.get('query', question)!,
       vectors: new Map(units.map((u) => [u.id, cache.get('passage', u.text)!])),
-      minSimilarity: config.semanticMinSimilarity,
+      reference: REFERENCE_PASSAGES.map((p) => cache.get('passage', p)!),
     };
   }
   /** Writes the haystack into the agent's hot tier; returns the entries it holds there. */

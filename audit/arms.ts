@@ -9,7 +9,7 @@ import {
   type ReclaimStep,
 } from '../core/nightly/reclaim';
 import { termSequence, terms } from '../core/text';
-import { fuseScores, semanticDepth } from '../core/hybrid';
+import { BACKGROUND_SAMPLE, backgroundOf, fuseScores, semanticDepth } from '../core/hybrid';
 
 /**
  * The eviction arms and read-time conditions of the restore-counterfactual audit, pure. A
@@ -184,8 +184,15 @@ function counted(u: MemoryUnit) {
   return c;
 }
 
-/** BM25 of every unit against the query (0 for a unit sharing no term with it). */
-function bm25Scores(query: string, units: readonly MemoryUnit[]): Map<MemoryUnit, number> {
+/**
+ * BM25 of every unit against the query (0 for a unit sharing no term with it), and the
+ * ceiling hybrid fusion measures a score against (core/hybrid.ts): the sum of the query
+ * terms' idf.
+ */
+function bm25Scores(
+  query: string,
+  units: readonly MemoryUnit[],
+): Map<MemoryUnit, number> & { ceiling: number } {
   const queryTerms = terms(query);
   const docs = units.map((u) => ({ u, ...counted(u) }));
   const avgLength = docs.length ? docs.reduce((s, d) => s + d.length, 0) / docs.length : 1;
@@ -194,7 +201,7 @@ function bm25Scores(query: string, units: readonly MemoryUnit[]): Map<MemoryUnit
     const df = docs.filter((d) => d.tf.has(t)).length;
     idf.set(t, Math.log(1 + (docs.length - df + 0.5) / (df + 0.5)));
   }
-  return new Map(
+  const scores = new Map(
     docs.map(({ u, tf, length }) => {
       let score = 0;
       for (const t of queryTerms) {
@@ -206,6 +213,9 @@ function bm25Scores(query: string, units: readonly MemoryUnit[]): Map<MemoryUnit
       return [u, score];
     }),
   );
+  let ceiling = 0;
+  for (const t of new Set(queryTerms)) ceiling += idf.get(t)!;
+  return Object.assign(scores, { ceiling });
 }
 
 /** Newer first, then by id: the frozen ranker's tie-break. */
@@ -227,8 +237,8 @@ export function rankTopK(query: string, units: readonly MemoryUnit[], k: number)
 export interface SemanticView {
   query: Float32Array;
   vectors: ReadonlyMap<string, Float32Array>;
-  /** Units less similar are not found by meaning (memgate's MEMGATE_SEMANTIC_MIN_SIMILARITY). */
-  minSimilarity: number;
+  /** The reference passages' vectors, of the same model (core/referencePassages.ts). */
+  reference: readonly Float32Array[];
 }
 
 function dot(a: Float32Array, b: Float32Array): number {
@@ -252,19 +262,26 @@ export function rankHybridTopK(
   const lexical = units
     .filter((u) => scores.get(u)! > 0)
     .sort((a, b) => scores.get(b)! - scores.get(a)! || byRecency(a, b));
-  const similar = units
+  const all = units
     .flatMap((u) => {
       const v = semantic.vectors.get(u.id);
       return v ? [{ u, similarity: dot(semantic.query, v) }] : [];
     })
-    .filter((x) => x.similarity >= semantic.minSimilarity)
-    .sort((a, b) => b.similarity - a.similarity || byRecency(a.u, b.u))
-    .slice(0, semanticDepth(k));
+    .sort((a, b) => b.similarity - a.similarity || byRecency(a.u, b.u));
+  // The background as recall reads it: a sample of the query's similarities, spaced evenly.
+  const step = Math.max(1, all.length / BACKGROUND_SAMPLE);
+  const sample = Array.from(
+    { length: Math.min(all.length, BACKGROUND_SAMPLE) },
+    (_, i) => all[Math.floor(i * step)]!.similarity,
+  );
   const byId = new Map(units.map((u) => [u.id, u]));
+  const background = backgroundOf([...sample, ...semantic.reference.map((r) => dot(semantic.query, r))]);
   const fused = fuseScores(
-    lexical.map((u) => ({ id: u.id, score: scores.get(u)! })),
-    similar.map((x) => ({ id: x.u.id, similarity: x.similarity })),
-    semantic.minSimilarity,
+    { scores: lexical.map((u) => ({ id: u.id, score: scores.get(u)! })), ceiling: scores.ceiling },
+    background && {
+      similarities: all.slice(0, semanticDepth(k)).map((x) => ({ id: x.u.id, similarity: x.similarity })),
+      background,
+    },
   ).map((f) => byId.get(f.id)!);
   const chosen = new Set(fused.slice(0, k));
   const fill = [...units].filter((u) => !chosen.has(u)).sort(byRecency);

@@ -15,8 +15,8 @@
  * and cached) each perturbed by Gaussian noise to a cosine of about 0.9 with its original:
  * the clustered shape of real text's embeddings, at the bench's scale. The queries are
  * embedded by the real embeddings server, and that time is reported apart from the recall's.
- * The hybrid arm runs with the configured similarity floor, and again without one
- * (`noFloor`): the most a hybrid recall costs.
+ * Hybrid recall finds by meaning what stands above each query's own background
+ * (core/hybrid.ts); the near-copies of a query's base vector do.
  *
  * Prints {"sizes":[{"entries","p50Ms","p99Ms","deepP99Ms","candidatesPerQuery","hybrid":{...}}],
  * "growthExponent","hybridGrowthExponent"}, the exponents being the log-log slopes of default
@@ -98,11 +98,6 @@ async function main() {
   );
   const bases = texts.map((t) => cache.get('passage', t)!);
   cache.close();
-  // Hybrid recall at its most costly: no similarity floor, so every neighbour is a candidate
-  // and recall reads them until none left could enter the top k (at most semanticDepth(10)
-  // that pass its filters). With 2 × size / BASE_VECTORS near-copies of every vector, none
-  // can be ruled out early: the worst case.
-  const noFloor = await MemgateClient.connect({ ...env.config, semanticMinSimilarity: 0 }, env.endpoints);
   // The lexical arm: the same store and queries, with no embeddings endpoint.
   const lexical = await MemgateClient.connect(env.config, {
     ...env.endpoints,
@@ -229,9 +224,6 @@ async function main() {
       await measure(env.client, false);
       const hybrid = await measure(env.client, false);
       const hybridDeep = await measure(env.client, true);
-      // Its own client, so its own index: loaded by the first recall, outside the measure.
-      await noFloor.recall({ agentId, query: 'figure', k: 10 });
-      const worst = await measure(noFloor, false);
       sizes.push({
         entries: size,
         p50Ms: round(percentile(gated.latencies, 50)),
@@ -249,12 +241,6 @@ async function main() {
           semanticHitsPerQuery: round(hybrid.semanticPerQuery, 1),
           indexLoadS: round(indexLoadS, 1),
           vectors: 2 * size,
-          noFloor: {
-            p50Ms: round(percentile(worst.latencies, 50)),
-            p99Ms: round(percentile(worst.latencies, 99)),
-            candidatesPerQuery: round(worst.candidatesPerQuery, 1),
-            semanticHitsPerQuery: round(worst.semanticPerQuery, 1),
-          },
         },
       });
       console.error(`[recall] ${JSON.stringify(sizes[sizes.length - 1])}`);
@@ -271,7 +257,6 @@ async function main() {
     });
   } finally {
     await lexical.close();
-    await noFloor.close();
     await env.close();
   }
 }

@@ -16,12 +16,28 @@
  * over questions. `arms` holds every measure of each ranking, the semantic one alone included:
  * also `recallAll` (1 when every evidence turn is in the top k: LongMemEval's own Recall@k)
  * and `recallAny`. The interval is a paired bootstrap of hybrid − lexical in Recall@10.
+ *
+ * Beside them, `paraphrase`: the paraphrase check of test/fixtures/paraphrase.json, which
+ * test/integration/paraphrase.test.ts runs through the HTTP API. For each set (`main`, and
+ * `heldOut`, which no setting may be chosen on), its facts among its unrelated notes as one
+ * agent's memory, and for each fact its question, which shares at most one word with it:
+ * how many facts are in their question's top 5, by each ranking above.
  */
 import { join } from 'node:path';
 import { listQuestions, loadQuestion, haystackTurns } from '../audit/longMemEval';
 import { parseConfig, type Config } from '../core/config';
 import { InvalidInputError, StackUnavailableError } from '../core/errors';
-import { fuseScores, LEXICAL_WEIGHT, semanticDepth } from '../core/hybrid';
+import {
+  BACKGROUND_SAMPLE,
+  backgroundOf,
+  FOUND_AT_SPREADS,
+  FULL_AT_SPREADS,
+  fuseScores,
+  LEXICAL_WEIGHT,
+  semanticDepth,
+} from '../core/hybrid';
+import { REFERENCE_PASSAGES } from '../core/referencePassages';
+import { seededRandom } from '../core/vectorIndex';
 import { createEmbedder } from '../llm';
 import type { Embedder } from '../llm/embedder';
 import {
@@ -32,6 +48,7 @@ import {
   stackDown,
 } from '../stack/stack';
 import { openEmbeddingCache, type EmbeddingCache } from '../llm/embeddingCache';
+import paraphrase from '../test/fixtures/paraphrase.json';
 import {
   bm25Ranking,
   cosineRanking,
@@ -111,6 +128,41 @@ async function embeddingsEndpoint(config: Config): Promise<{ url: string; starte
 
 const ids = (ranking: readonly { id: string }[]) => ranking.map((r) => r.id);
 
+/** The query's similarities to the reference passages, as hybrid recall adds them to its background. */
+function referenceSimilarities(cache: EmbeddingCache, question: string): number[] {
+  const query = cache.get('query', question)!;
+  return REFERENCE_PASSAGES.map((p) => {
+    const v = cache.get('passage', p)!;
+    let dot = 0;
+    for (let i = 0; i < query.length; i++) dot += query[i]! * v[i]!;
+    return dot;
+  });
+}
+
+/**
+ * Hybrid recall's ranking of a haystack: the lexical scores fused with the `depth` nearest
+ * turns, each measured against the query's background: an evenly spaced sample of its
+ * similarities to the turns, as the index samples an agent's vectors, and to the reference
+ * passages (core/hybrid.ts).
+ */
+function hybridRanking(
+  lexical: ReturnType<typeof bm25Ranking>,
+  semantic: ReturnType<typeof cosineRanking>,
+  reference: readonly number[],
+  depth: number,
+): string[] {
+  const count = Math.min(semantic.length, BACKGROUND_SAMPLE);
+  const sample = Array.from(
+    { length: count },
+    (_, i) => semantic[Math.floor((i * semantic.length) / count)]!.similarity,
+  );
+  const background = backgroundOf([...sample, ...reference])!;
+  return fuseScores(
+    { scores: lexical, ceiling: lexical.ceiling },
+    { similarities: semantic.slice(0, depth), background },
+  ).map((f) => f.id);
+}
+
 interface Measured {
   results: { type: string; scores: Record<Arm, Scores> }[];
   skipped: number;
@@ -121,12 +173,7 @@ interface Measured {
  * Question by question, embedding what is missing first: the cache fills in the order the
  * results are computed, so a killed run resumes where it stopped.
  */
-async function measure(
-  embedder: Embedder,
-  cache: EmbeddingCache,
-  depth: number,
-  minSimilarity: number,
-): Promise<Measured> {
+async function measure(embedder: Embedder, cache: EmbeddingCache, depth: number): Promise<Measured> {
   const refs = listQuestions(DATA);
   const out: Measured = { results: [], skipped: 0, turns: 0 };
   let embedded = 0;
@@ -143,6 +190,7 @@ async function measure(
     }
     out.turns += turns.length;
     embedded += await cache.fill(embedder, 'query', [q.question]);
+    embedded += await cache.fill(embedder, 'passage', REFERENCE_PASSAGES);
     embedded += await cache.fill(
       embedder,
       'passage',
@@ -159,8 +207,7 @@ async function measure(
       cache.get('query', q.question)!,
       turns.map((t) => ({ id: t.unitId, vector: cache.get('passage', t.text)! })),
     );
-    const similar = semantic.filter((s) => s.similarity >= minSimilarity).slice(0, depth);
-    const hybrid = fuseScores(lexical, similar, minSimilarity).map((f) => f.id);
+    const hybrid = hybridRanking(lexical, semantic, referenceSimilarities(cache, q.question), depth);
     out.results.push({
       type: q.question_type,
       scores: {
@@ -176,6 +223,131 @@ async function measure(
   return out;
 }
 
+/** The paraphrase check's cut-off: a fact counts when it is in its question's top 5. */
+const PARAPHRASE_K = 5;
+
+interface ParaphraseCounts {
+  lexicalTop5: number;
+  semanticTop5: number;
+  hybridTop5: number;
+}
+
+interface ParaphraseFigures extends ParaphraseCounts {
+  facts: number;
+  /** The same check with every cosine moved to another scale (`SCALES`), words unchanged. */
+  otherScales: Record<string, Omit<ParaphraseCounts, 'lexicalTop5'>>;
+}
+
+const unit = (v: Float32Array): Float32Array => {
+  const norm = Math.hypot(...v);
+  return v.map((x) => x / norm);
+};
+
+/**
+ * Other models' scales, made from this one's vectors, each applied to every vector (queries,
+ * passages, reference passages) of a set:
+ * - `squeezedUp`: a direction every vector shares (norm 1) and a little noise of their own
+ *   (norm 0.2) appended, which puts every cosine in about 0.84–0.89;
+ * - `spreadDown`: 0.9 of the reference passages' mean direction taken out, which spreads the
+ *   cosines over about −0.1–0.45, as a model with another similarity scale does.
+ */
+function scales(reference: readonly Float32Array[]): Record<string, (v: Float32Array) => Float32Array> {
+  const random = seededRandom(SEED);
+  const gauss = () => Math.sqrt(-2 * Math.log(random() + 1e-12)) * Math.cos(2 * Math.PI * random());
+  const squeezed = new Map<Float32Array, Float32Array>();
+  const mean = new Float32Array(reference[0]!.length);
+  for (const r of reference) r.forEach((x, i) => (mean[i] = mean[i]! + x / reference.length));
+  return {
+    squeezedUp: (v) => {
+      let out = squeezed.get(v);
+      if (!out) {
+        const extra = Array.from(
+          { length: v.length },
+          (_, i) => (i === 0 ? 1 : 0) + (gauss() * 0.2) / Math.sqrt(v.length),
+        );
+        squeezed.set(v, (out = unit(Float32Array.from([...v, ...extra]))));
+      }
+      return out;
+    },
+    spreadDown: (v) => unit(v.map((x, i) => x - 0.9 * mean[i]!)),
+  };
+}
+
+/**
+ * Each paraphrase set ranked as the haystacks are, with the depth recall reads for k = 5,
+ * then again at other scales; each fact hybrid misses at this model's own is logged with
+ * where the meaning alone put it.
+ */
+async function measureParaphrases(
+  embedder: Embedder,
+  cache: EmbeddingCache,
+): Promise<Record<string, ParaphraseFigures>> {
+  const depth = semanticDepth(PARAPHRASE_K);
+  const out: Record<string, ParaphraseFigures> = {};
+  for (const [name, set] of Object.entries(paraphrase.sets)) {
+    // In the order the HTTP check writes them (two notes, then a fact): ties go by it.
+    const texts = set.notes.flatMap((note, i) =>
+      i % 2 === 1 ? [note, set.facts[(i - 1) / 2]!.fact] : [note],
+    );
+    const docs = texts.map((text, i) => ({ id: String(i), text }));
+    await cache.fill(
+      embedder,
+      'query',
+      set.facts.map((f) => f.question),
+    );
+    await cache.fill(embedder, 'passage', [...REFERENCE_PASSAGES, ...texts]);
+    const reference = REFERENCE_PASSAGES.map((p) => cache.get('passage', p)!);
+    const count = (scale: (v: Float32Array) => Float32Array, report: boolean): ParaphraseCounts => {
+      const vectors = docs.map((d) => ({ id: d.id, vector: scale(cache.get('passage', d.text)!) }));
+      const counts = { lexicalTop5: 0, semanticTop5: 0, hybridTop5: 0 };
+      for (const f of set.facts) {
+        const id = String(texts.indexOf(f.fact));
+        const query = scale(cache.get('query', f.question)!);
+        const lexical = bm25Ranking(f.question, docs);
+        const semantic = cosineRanking(query, vectors);
+        const background = cosineRanking(
+          query,
+          reference.map((r, i) => ({ id: String(i), vector: scale(r) })),
+        );
+        const hybrid = hybridRanking(
+          lexical,
+          semantic,
+          background.map((b) => b.similarity),
+          depth,
+        );
+        const inTop = (ranking: readonly string[]) => ranking.slice(0, PARAPHRASE_K).includes(id);
+        if (inTop(ids(lexical))) counts.lexicalTop5++;
+        if (inTop(ids(semantic))) counts.semanticTop5++;
+        if (inTop(hybrid)) {
+          counts.hybridTop5++;
+          continue;
+        }
+        if (!report) continue;
+        const rank = hybrid.indexOf(id);
+        const meaning = semantic.findIndex((s) => s.id === id);
+        log(
+          `paraphrase ${f.id}: hybrid ${rank < 0 ? 'did not rank it' : `rank ${rank + 1}`}, ` +
+            `semantic rank ${meaning + 1} at similarity ${semantic[meaning]!.similarity.toFixed(3)}`,
+        );
+      }
+      return counts;
+    };
+    const figures: ParaphraseFigures = {
+      facts: set.facts.length,
+      ...count((v) => v, true),
+      otherScales: Object.fromEntries(
+        Object.entries(scales(reference)).map(([scale, f]) => {
+          const { lexicalTop5: _words, ...rest } = count(f, false);
+          return [scale, rest];
+        }),
+      ),
+    };
+    log(`paraphrase ${name}: ${JSON.stringify(figures)}`);
+    out[name] = figures;
+  }
+  return out;
+}
+
 async function main() {
   // A longer request timeout than live recall's by default: a small machine embedding long
   // turns can take tens of seconds per batch, and a retry only queues the same work again.
@@ -184,11 +356,13 @@ async function main() {
   const embedder = createEmbedder(config, endpoint.url);
   const depth = semanticDepth(K);
   let measured: Measured;
+  let paraphrases: Record<string, ParaphraseFigures>;
   try {
     const cache = openEmbeddingCache(embeddingCacheDir(config), embedder.model, embedder.dimensions);
     log(`${cache.size} vectors cached in ${cache.file}`);
     try {
-      measured = await measure(embedder, cache, depth, config.semanticMinSimilarity);
+      measured = await measure(embedder, cache, depth);
+      paraphrases = await measureParaphrases(embedder, cache);
     } finally {
       cache.close();
     }
@@ -214,7 +388,11 @@ async function main() {
     model: embedder.model,
     turns: measured.turns,
     semanticDepth: depth,
-    minSimilarity: config.semanticMinSimilarity,
+    relevance: {
+      foundAtSpreads: FOUND_AT_SPREADS,
+      fullAtSpreads: FULL_AT_SPREADS,
+      backgroundSample: BACKGROUND_SAMPLE,
+    },
     lexicalWeight: LEXICAL_WEIGHT,
     bootstrap: { resamples: RESAMPLES, seed: SEED, level: 0.95 },
     arms: Object.fromEntries(ARMS.map((a) => [a, arm(a)])),
@@ -230,6 +408,7 @@ async function main() {
         ];
       }),
     ),
+    paraphrase: paraphrases,
     paper: PAPER,
   });
 }

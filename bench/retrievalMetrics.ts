@@ -3,7 +3,6 @@
  * the rank metrics, and a paired bootstrap of the difference between two arms.
  */
 import { InvalidInputError } from '../core/errors';
-import type { LexicalScore, SemanticScore } from '../core/hybrid';
 import { termSequence, terms } from '../core/text';
 
 /** BM25's constants, as `rankCandidates` in core/recall.ts uses them. */
@@ -20,9 +19,13 @@ export interface Doc {
  * candidate set. This mirrors `rankCandidates` in core/recall.ts (same normalisation, same
  * constants and idf, statistics over the candidates) without the salience weight, which a
  * benchmark of stored turns has no use for; ties go to the later document, as recall's go
- * to the newer write. Kept apart so the benchmark cannot change recall's behaviour.
+ * to the newer write. Kept apart so the benchmark cannot change recall's behaviour. With
+ * the ceiling the fusion measures a score against, as `scoreLexical` gives it.
  */
-export function bm25Ranking(query: string, docs: readonly Doc[]): LexicalScore[] {
+export function bm25Ranking(
+  query: string,
+  docs: readonly Doc[],
+): { id: string; score: number }[] & { ceiling: number } {
   const queryTerms = terms(query);
   const wanted = new Set(queryTerms);
   const candidates = docs
@@ -40,7 +43,7 @@ export function bm25Ranking(query: string, docs: readonly Doc[]): LexicalScore[]
     const df = candidates.filter((d) => d.tf.has(t)).length;
     idf.set(t, Math.log(1 + (n - df + 0.5) / (df + 0.5)));
   }
-  return candidates
+  const ranked = candidates
     .map((d) => {
       let score = 0;
       for (const t of queryTerms) {
@@ -55,13 +58,16 @@ export function bm25Ranking(query: string, docs: readonly Doc[]): LexicalScore[]
     .filter((d) => d.score > 0)
     .sort((a, b) => b.score - a.score || b.order - a.order)
     .map((d) => ({ id: d.id, score: d.score }));
+  let ceiling = 0;
+  for (const t of wanted) ceiling += idf.get(t)!;
+  return Object.assign(ranked, { ceiling });
 }
 
 /** The documents with their cosine similarity to the query (all vectors unit length), best first. */
 export function cosineRanking(
   query: Float32Array,
   docs: readonly { id: string; vector: Float32Array }[],
-): SemanticScore[] {
+): { id: string; similarity: number }[] {
   return docs
     .map((d, order) => {
       let dot = 0;

@@ -25,9 +25,10 @@ import { openStore, type Store } from '../store/db';
 import { adoptPolicy } from '../store/policy';
 import { policyOf, writeLimitsOf, type Policy } from '../core/policy';
 import { recall, type RecallResult, type SemanticQuery } from '../store/recall';
-import { VectorIndexes } from '../store/vectorIndexes';
+import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
 import { createEmbedder, type EmbeddingsEndpoint } from '../llm';
 import type { Embedder } from '../llm/embedder';
+import { REFERENCE_PASSAGES } from '../core/referencePassages';
 import { verifyStore, type VerifyReport } from '../store/verify';
 import {
   consolidateAgentInputSchema,
@@ -83,6 +84,7 @@ export class MemgateClient {
   /** The agents' nearest-neighbour indexes this process holds (store/vectorIndexes.ts). */
   private readonly vectorIndexes: VectorIndexes;
   private readonly embedder: Embedder | undefined;
+  private reference: Promise<Float32Array[]> | undefined;
 
   private constructor(
     readonly temporal: Client,
@@ -92,10 +94,7 @@ export class MemgateClient {
     readonly policy: Policy,
     private readonly embeddings: EmbeddingsEndpoint,
   ) {
-    this.vectorIndexes = new VectorIndexes(store, {
-      maxVectors: config.vectorIndexMaxVectors,
-      loadWaitMs: config.recallIndexWaitMs,
-    });
+    this.vectorIndexes = new VectorIndexes(store, vectorIndexLimitsOf(config));
     this.embedder = 'url' in embeddings ? createEmbedder(config, embeddings.url) : undefined;
     this.limits = writeLimitsOf(policy);
     this.memory = memoryPolicy(policy);
@@ -214,17 +213,32 @@ export class MemgateClient {
     return typed(() => recall(this.store, checked, this.memory, semantic));
   }
 
+  /**
+   * The reference passages' vectors (core/referencePassages.ts), embedded once per client with
+   * its model; a failure is not kept, so the next recall tries again.
+   */
+  private referenceVectors(embedder: Embedder): Promise<Float32Array[]> {
+    this.reference ??= embedder.embed([...REFERENCE_PASSAGES], 'passage').catch((err: unknown) => {
+      this.reference = undefined;
+      throw err;
+    });
+    return this.reference;
+  }
+
   private async semanticQuery(query: string): Promise<SemanticQuery> {
     if (!this.embedder) return { unavailable: (this.embeddings as { unavailable: string }).unavailable };
     const started = performance.now();
     try {
-      const [vector] = await this.embedder.embed([query], 'query');
+      const [[vector], reference] = await Promise.all([
+        this.embedder.embed([query], 'query'),
+        this.referenceVectors(this.embedder),
+      ]);
       return {
         indexes: this.vectorIndexes,
         model: this.embedder.model,
         vector: vector!,
+        reference,
         embeddingMs: performance.now() - started,
-        minSimilarity: this.config.semanticMinSimilarity,
       };
     } catch (err) {
       return { unavailable: `the query could not be embedded: ${(err as Error).message}` };
@@ -313,6 +327,7 @@ export class MemgateClient {
   }
 
   async close(): Promise<void> {
+    this.vectorIndexes.close();
     await this.temporal.connection.close();
     await this.store.close();
   }

@@ -492,13 +492,6 @@ export const CONFIG_SPECS = {
     default: '8790',
     doc: 'local embeddings server port',
   }),
-  semanticMinSimilarity: spec({
-    env: 'MEMGATE_SEMANTIC_MIN_SIMILARITY',
-    schema: z.coerce.number().finite().min(-1).max(1),
-    allowed: 'a number in [-1, 1]',
-    default: '0.81',
-    doc: "least cosine similarity at which a nearest neighbour counts as found by meaning: nearest neighbours always exist, related or not. Model-specific: the default model's similarities crowd into 0.7–0.9, unrelated sentences scoring up to about 0.8 and paraphrases from about 0.82",
-  }),
   vectorIndexMaxVectors: spec({
     env: 'MEMGATE_VECTOR_INDEX_MAX_VECTORS',
     schema: count,
@@ -557,7 +550,20 @@ export function maskUri(uri: string): string {
   return uri.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^@/]*@/i, '$1:***@');
 }
 
+/**
+ * Settings memgate no longer reads, with what replaced them: one still set would otherwise be
+ * ignored without a word, and its owner left believing it applies.
+ */
+const RETIRED: Record<string, string> = {
+  MEMGATE_SEMANTIC_MIN_SIMILARITY:
+    "retired: a fixed similarity floor belongs to one model; hybrid recall now measures each similarity against the query's own background (docs/recall.md, Relevance), so unset it",
+};
+
 export function parseConfig(env: Record<string, string | undefined>): Config {
+  for (const [variable, why] of Object.entries(RETIRED)) {
+    if (env[variable] !== undefined && env[variable] !== '')
+      throw new InvalidConfigError(variable, why, env[variable]);
+  }
   const out: Record<string, unknown> = {};
   for (const [key, s] of Object.entries(CONFIG_SPECS) as [string, Spec<unknown>][]) {
     const raw = env[s.env] === '' ? undefined : env[s.env];

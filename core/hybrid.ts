@@ -1,67 +1,122 @@
 /**
- * Hybrid retrieval's fusion: a convex combination of the lexical and the semantic score, each
- * normalised to [0, 1] first (Bruch et al., 2023, "An Analysis of Fusion Functions for Hybrid
- * Retrieval"). It fuses scores, not ranks, because recall multiplies relevance by salience:
- * reciprocal-rank fusion gives the first ranks nearly equal relevance (1/61, 1/62, …), and
- * salience alone would then order them, so a fresh note that shares one word with the query
- * would outrank the entry that answers it.
+ * Hybrid retrieval's fusion: a convex combination of a lexical and a semantic share, each in
+ * [0, 1] before its weight (Bruch et al., 2023, "An Analysis of Fusion Functions for Hybrid
+ * Retrieval"), then weighted by salience in core/recall.ts. It fuses scores, not ranks,
+ * because recall multiplies relevance by salience: reciprocal-rank fusion gives the first
+ * ranks nearly equal relevance (1/61, 1/62, …), and salience alone would then order them.
+ *
+ * Neither share is measured against the best of its own list, since the best of a list of
+ * noise is still noise (docs/recall.md, Relevance):
+ * - the lexical share is the part of the query's term weight a candidate matches (its BM25
+ *   over the most a candidate holding every query term once scores), so a note that shares
+ *   one incidental word of a six-word question gets a sixth, not the whole share;
+ * - the semantic share is how far a similarity stands above the query's own background: its
+ *   similarities to a sample of the agent's entries and to a fixed set of reference
+ *   passages, nearly all unrelated to any one query.
+ *   Measured in that background's spread, a similarity means the same whatever scale a model
+ *   puts its cosines on (the default model crowds every pair into 0.7–0.9; others spread
+ *   paraphrases over 0.4–0.7): the ranking is unchanged by any increasing affine map of the
+ *   cosines, so no number here belongs to one model.
  */
 
 /** How a hit was found: by its words, by its meaning, or by both. */
 export type FoundBy = 'lexical' | 'semantic' | 'both';
 
-/**
- * The lexical share of a hybrid relevance; the semantic share is the rest. Equal shares:
- * neither is fitted to one corpus (bench/retrieval measures the choice, it did not make it).
- */
+/** The lexical share of a hybrid relevance; the semantic share is the rest. */
 export const LEXICAL_WEIGHT = 0.5;
 
-export interface LexicalScore {
-  id: string;
-  /** BM25, above 0. */
-  score: number;
+/**
+ * Where a query's similarities to unrelated entries lie: their median, and their spread (the
+ * median absolute deviation, scaled to a normal's standard deviation). Both are robust: the
+ * few related entries a sample holds move neither.
+ */
+export interface Background {
+  center: number;
+  spread: number;
 }
 
-export interface SemanticScore {
-  id: string;
-  /** Cosine similarity of the query's vector and the entry's. */
-  similarity: number;
+/**
+ * Sampled similarities the background is read from, when the agent has that many vectors;
+ * beside them, the query's similarities to REFERENCE_PASSAGES (core/referencePassages.ts),
+ * so an agent of a few entries still has a background to be measured against.
+ */
+export const BACKGROUND_SAMPLE = 256;
+
+/** MAD × this estimates a normal distribution's standard deviation. */
+const MAD_TO_SD = 1.4826;
+
+/**
+ * Spreads above the background at which a similarity starts to count as found by meaning,
+ * and at which it has the whole semantic share. Chosen on LongMemEval and the main
+ * paraphrase set, checked on the held-out one and on compressed cosines (docs/recall.md).
+ */
+export const FOUND_AT_SPREADS = 1.5;
+export const FULL_AT_SPREADS = 6;
+
+function median(sorted: readonly number[]): number {
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
+
+/** The background of a sample of similarities; undefined for an empty sample. */
+export function backgroundOf(similarities: readonly number[]): Background | undefined {
+  const finite = similarities.filter(Number.isFinite);
+  if (finite.length === 0) return undefined;
+  const sorted = [...finite].sort((a, b) => a - b);
+  const center = median(sorted);
+  const deviations = sorted.map((s) => Math.abs(s - center)).sort((a, b) => a - b);
+  // Positive, so a sample of identical similarities measures nothing rather than divides by 0.
+  const spread = Math.max(MAD_TO_SD * median(deviations), Number.EPSILON);
+  return { center, spread };
+}
+
+/** A similarity in spreads above the background. */
+export function standing(similarity: number, background: Background): number {
+  return (similarity - background.center) / background.spread;
+}
+
+/** Whether a similarity stands far enough above the background to count as found by meaning. */
+export function foundByMeaning(similarity: number, background: Background): boolean {
+  return standing(similarity, background) >= FOUND_AT_SPREADS;
+}
+
+/** The semantic share of a relevance: 0 at FOUND_AT_SPREADS, the whole share from FULL_AT_SPREADS. */
+export function semanticShare(similarity: number, background: Background): number {
+  const z = standing(similarity, background);
+  const t = (z - FOUND_AT_SPREADS) / (FULL_AT_SPREADS - FOUND_AT_SPREADS);
+  return (1 - LEXICAL_WEIGHT) * Math.min(1, Math.max(0, t));
+}
+
+/** The lexical share of a relevance: the part of `ceiling` (core/recall.ts, bm25Ceiling) a score reaches. */
+export function lexicalShare(score: number, ceiling: number): number {
+  return ceiling > 0 ? LEXICAL_WEIGHT * Math.min(1, score / ceiling) : 0;
+}
+
+export interface LexicalScores {
+  scores: readonly { id: string; score: number }[];
+  /** What a candidate holding every query term once scores: the top of the lexical share. */
+  ceiling: number;
+}
+
+export interface SemanticScores {
+  /** Cosine similarities of the query's vector and the entries'. */
+  similarities: readonly { id: string; similarity: number }[];
+  background: Background;
 }
 
 export interface Fused {
   id: string;
-  /** In [0, 1]: LEXICAL_WEIGHT × lexical + (1 − LEXICAL_WEIGHT) × semantic, each normalised. */
+  /** In [0, 1]: the lexical share plus the semantic share. */
   relevance: number;
   foundBy: FoundBy;
 }
 
 /**
- * The semantic share of a relevance: a similarity measured from the floor (`minSimilarity`)
- * to the best one, at most 1 − LEXICAL_WEIGHT. Every similarity at the floor (a span of 0)
- * is the best there is, and gets the whole share.
+ * Fuse the lexical scores and the semantic similarities of one query. A neighbour that does
+ * not stand out of the background is not found by meaning, so it is dropped here. Ties keep
+ * the lexical order, then the semantic one, so the result is deterministic.
  */
-export function semanticShare(similarity: number, minSimilarity: number, bestSimilarity: number): number {
-  const span = bestSimilarity - minSimilarity;
-  return (1 - LEXICAL_WEIGHT) * (span > 0 ? Math.min(1, (similarity - minSimilarity) / span) : 1);
-}
-
-/**
- * Fuse the lexical scores and the semantic similarities of one query. A lexical score is
- * divided by the best one (BM25's least is 0); a similarity is measured from the floor
- * (`minSimilarity`, below which nothing counts as found by meaning, so it is dropped here)
- * to `bestSimilarity`: by default the best in `semantic`; recall passes the best its search
- * found before its own filters, so a neighbour read later never rescales those read before.
- * Ties keep the lexical order, then the semantic one, so the result is deterministic.
- */
-export function fuseScores(
-  lexical: readonly LexicalScore[],
-  semantic: readonly SemanticScore[],
-  minSimilarity: number,
-  bestSimilarity?: number,
-): Fused[] {
-  const bestScore = Math.max(0, ...lexical.map((l) => l.score));
-  const similar = semantic.filter((s) => s.similarity >= minSimilarity);
-  const best = bestSimilarity ?? Math.max(...similar.map((s) => s.similarity));
+export function fuseScores(lexical: LexicalScores, semantic?: SemanticScores): Fused[] {
   const byId = new Map<string, { relevance: number; lexical: boolean; semantic: boolean; order: number }>();
   const add = (id: string, share: number, which: 'lexical' | 'semantic') => {
     const seen = byId.get(id) ?? { relevance: 0, lexical: false, semantic: false, order: byId.size };
@@ -69,8 +124,11 @@ export function fuseScores(
     seen[which] = true;
     byId.set(id, seen);
   };
-  for (const l of lexical) add(l.id, bestScore > 0 ? (LEXICAL_WEIGHT * l.score) / bestScore : 0, 'lexical');
-  for (const s of similar) add(s.id, semanticShare(s.similarity, minSimilarity, best), 'semantic');
+  for (const l of lexical.scores) add(l.id, lexicalShare(l.score, lexical.ceiling), 'lexical');
+  for (const s of semantic?.similarities ?? []) {
+    if (foundByMeaning(s.similarity, semantic!.background))
+      add(s.id, semanticShare(s.similarity, semantic!.background), 'semantic');
+  }
   return [...byId]
     .sort(([, a], [, b]) => b.relevance - a.relevance || a.order - b.order)
     .map(([id, s]) => ({

@@ -3,7 +3,7 @@ import { agentIdSchema, isExpired, zodIssues, type Entry, type Tier } from './en
 import { InvalidInputError } from './errors';
 import { salienceAt } from './salience';
 import { termSequence, terms } from './text';
-import { fuseScores, type FoundBy } from './hybrid';
+import { fuseScores, type Background, type FoundBy } from './hybrid';
 
 export const recallRequestSchema = z.strictObject({
   agentId: agentIdSchema,
@@ -113,25 +113,43 @@ export interface Scored {
   lexical: number;
 }
 
-/**
- * BM25 over the candidate set (which is every entry sharing a term with the query): the
- * candidates that hold a query term, best first (ties to the newer write).
- */
-export function scoreLexical(queryTerms: readonly string[], candidates: readonly Candidate[]): Scored[] {
-  const docs = candidates.map((c) => {
-    const seq = termSequence(c.entry.text);
-    const tf = new Map<string, number>();
-    for (const t of seq) tf.set(t, (tf.get(t) ?? 0) + 1);
-    return { c, tf, len: seq.length };
-  });
+/** BM25's idf of each query term over the candidate set (every entry sharing a term with the query). */
+function inverseFrequencies(
+  queryTerms: readonly string[],
+  docs: readonly { tf: ReadonlyMap<string, number> }[],
+): Map<string, number> {
   const n = docs.length;
-  const avgLen = n ? docs.reduce((s, d) => s + d.len, 0) / n : 1;
   const idf = new Map<string, number>();
   for (const t of queryTerms) {
     const df = docs.filter((d) => d.tf.has(t)).length;
     idf.set(t, Math.log(1 + (n - df + 0.5) / (df + 0.5)));
   }
-  return docs
+  return idf;
+}
+
+function termFrequencies(candidates: readonly Candidate[]) {
+  return candidates.map((c) => {
+    const seq = termSequence(c.entry.text);
+    const tf = new Map<string, number>();
+    for (const t of seq) tf.set(t, (tf.get(t) ?? 0) + 1);
+    return { c, tf, len: seq.length };
+  });
+}
+
+/**
+ * BM25 over the candidate set: the candidates that hold a query term, best first (ties to
+ * the newer write), and the ceiling: what a candidate of average length holding every query
+ * term once would score, the sum of the terms' idf. The hybrid fusion measures a score
+ * against the ceiling (core/hybrid.ts).
+ */
+export function scoreLexical(
+  queryTerms: readonly string[],
+  candidates: readonly Candidate[],
+): Scored[] & { ceiling: number } {
+  const docs = termFrequencies(candidates);
+  const avgLen = docs.length ? docs.reduce((s, d) => s + d.len, 0) / docs.length : 1;
+  const idf = inverseFrequencies(queryTerms, docs);
+  const scored = docs
     .map(({ c, tf, len }) => {
       let lexical = 0;
       for (const t of queryTerms) {
@@ -143,6 +161,9 @@ export function scoreLexical(queryTerms: readonly string[], candidates: readonly
     })
     .filter((s) => s.lexical > 0)
     .sort((a, b) => b.lexical - a.lexical || b.candidate.entry.writtenAt - a.candidate.entry.writtenAt);
+  let ceiling = 0;
+  for (const t of new Set(queryTerms)) ceiling += idf.get(t)!;
+  return Object.assign(scored, { ceiling });
 }
 
 /** Best first by score, ties to the newer write; the top k. */
@@ -169,13 +190,13 @@ export function rankCandidates(
 
 /**
  * Hybrid recall: the lexical scores and the semantic list (the nearest neighbours that passed
- * the same tier filter, nearest first) fused into one relevance (core/hybrid.ts), which is
- * multiplied by the entry's current salience, as a lexical score is.
+ * the same tier filter, nearest first, with the query's background) fused into one relevance
+ * (core/hybrid.ts), which is multiplied by the entry's current salience, as a lexical score is.
  */
 export function rankHybrid(
-  lexical: readonly Scored[],
+  lexical: readonly Scored[] & { ceiling: number },
   semantic: readonly { candidate: Candidate; similarity: number }[],
-  opts: { now: number; halfLifeMs: number; k: number; minSimilarity: number; bestSimilarity?: number },
+  opts: { now: number; halfLifeMs: number; k: number; background: Background },
 ): RecallHit[] {
   const byId = new Map<string, Candidate>();
   for (const s of lexical) byId.set(s.candidate.entry._id, s.candidate);
@@ -185,10 +206,14 @@ export function rankHybrid(
     similarity.set(s.candidate.entry._id, s.similarity);
   }
   const fused = fuseScores(
-    lexical.map((s) => ({ id: s.candidate.entry._id, score: s.lexical })),
-    semantic.map((s) => ({ id: s.candidate.entry._id, similarity: s.similarity })),
-    opts.minSimilarity,
-    opts.bestSimilarity,
+    {
+      scores: lexical.map((s) => ({ id: s.candidate.entry._id, score: s.lexical })),
+      ceiling: lexical.ceiling,
+    },
+    {
+      similarities: semantic.map((s) => ({ id: s.candidate.entry._id, similarity: s.similarity })),
+      background: opts.background,
+    },
   );
   return topK(
     fused.map((f) => {

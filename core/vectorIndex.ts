@@ -237,6 +237,28 @@ export class VectorIndex {
     return best.sorted();
   }
 
+  /**
+   * The query's similarities to up to `n` of the vectors, evenly spaced over the slots (so the
+   * same index answers the same sample): the background hybrid recall measures a neighbour
+   * against (core/hybrid.ts).
+   */
+  sampleSimilarities(query: Float32Array, n: number): number[] {
+    const shape = this.shapeOf(query, 'query');
+    const q = new Int32Array(4 * this.stride);
+    const step = this.queryMax / shape.largest;
+    for (let i = 0; i < this.dimensions; i++) q[i] = Math.round(query[i]! * step);
+    const queryScale = shape.largest / (this.queryMax * shape.norm);
+    const count = Math.min(n, this.size);
+    const out: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const slot = Math.floor((i * this.size) / count);
+      const chunk = this.chunks[slot >>> CHUNK_SHIFT]!;
+      const at = slot & CHUNK_MASK;
+      out.push(queryScale * chunk.scales[at]! * dot(q, chunk.words, at * this.stride, this.stride));
+    }
+    return out;
+  }
+
   private consider(
     q: Int32Array,
     queryScale: number,

@@ -1,3 +1,4 @@
+import { vectorDefect } from '../core/vectorDefects';
 import OpenAI from 'openai';
 import { ModelError } from '../core/errors';
 import { modelError } from './openai';
@@ -78,6 +79,16 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
               `the embeddings endpoint returned ${d.embedding.length} dimensions; ${s.model} is configured with ${s.dimensions}`,
               false,
               { model: s.model, expected: s.dimensions, received: d.embedding.length },
+            );
+          }
+          const defect = vectorDefect(d.embedding, s.dimensions);
+          // A vector with no direction, or none a number, compares with nothing; retried, the
+          // same text may come back usable, so the caller may try again.
+          if (defect) {
+            throw new ModelError(
+              `the embeddings endpoint returned an unusable vector (${defect}) for text ${start + d.index}`,
+              true,
+              { model: s.model, defect },
             );
           }
           out.push(normalised(d.embedding));

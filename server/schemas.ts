@@ -105,7 +105,15 @@ const retrieval = z
       otherModelVectors: z
         .number()
         .int()
-        .describe('entries embedded by another model, found lexically only until `memgate reembed`'),
+        .describe(
+          'entries embedded by another model, or by the same at other dimensions: found lexically only until `memgate reembed`',
+        ),
+      badVectors: z
+        .number()
+        .int()
+        .describe(
+          'entries whose stored vector is unusable (not finite, zero, of the wrong length): skipped, found lexically only',
+        ),
       queryEmbeddingMs: z.number(),
       indexCatchingUp: z
         .boolean()

@@ -10,6 +10,7 @@ import {
 } from 'mongodb';
 import { maskUri } from '../core/config';
 import type { Entry } from '../core/entry';
+import type { PendingChange } from '../core/feedWatermark';
 import type { Policy } from '../core/policy';
 import { StackUnavailableError } from '../core/errors';
 import { createGuard, type StoreLimits } from './guard';
@@ -143,6 +144,11 @@ export interface VectorRecord {
   _id: string;
   agentId: string;
   model: string;
+  /**
+   * The dimensions the model was asked for (core/vectorDefects.ts, EmbeddingSpace). Absent on
+   * records written before it was kept: their vector's own length stands for it.
+   */
+  dimensions?: number;
   /** Float32, little-endian, unit length; absent once the entry's content is gone. */
   vector?: Binary;
   /** Digest of the text embedded: a vector whose entry's text changed since is stale. */
@@ -158,6 +164,31 @@ export interface VectorRecord {
 export interface VectorFeed {
   _id: string;
   seq: number;
+  /**
+   * Where a reader that starts can begin (store/vectorFeed.ts): every change number up to this
+   * is resolved but the `unresolved` ones. Only ever raised, by readers.
+   */
+  resolvedThrough?: number;
+  /** The changes up to `resolvedThrough` logged whose record was not yet seen at them. */
+  unresolved?: PendingChange[];
+}
+
+/**
+ * One change number of an agent's vectors, logged before its record is written
+ * (store/vectors.ts, the feed). Its `_id` is unique per number, so a number is claimed once:
+ * by its writer, or by a reader that fenced it because its writer had not logged it in time.
+ */
+export interface VectorChange {
+  /** `<agentId> <seq>`. */
+  _id: string;
+  agentId: string;
+  seq: number;
+  /** The entry whose record the change writes; absent on a fence. */
+  entryId?: string;
+  /** `<agentId> <page of seq>`, as on records: a page of the log is read by equality. */
+  feedKey: string;
+  /** Claimed by a reader: no record is ever written at this number. */
+  fenced?: true;
 }
 
 export interface Collections {
@@ -175,6 +206,7 @@ export interface Collections {
   apiKeys: Collection<ApiKeyRecord>;
   vectors: Collection<VectorRecord>;
   vectorFeeds: Collection<VectorFeed>;
+  vectorChanges: Collection<VectorChange>;
 }
 
 export interface Store extends Collections {
@@ -258,6 +290,7 @@ export async function openStore(uri: string, database: string, limits: StoreLimi
     apiKeys: guard.collection(db.collection<ApiKeyRecord>('api_keys')),
     vectors: guard.collection(db.collection<VectorRecord>('vectors')),
     vectorFeeds: guard.collection(db.collection<VectorFeed>('vector_feeds')),
+    vectorChanges: guard.collection(db.collection<VectorChange>('vector_changes')),
     // Sizes every database: under FerretDB that reads PostgreSQL, which a `ping` would not.
     answers: () =>
       guard
@@ -310,6 +343,8 @@ export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string,
   // `feedKey`: a recall-serving process reads the changes since it last looked; `agentId`:
   // it loads an agent's vectors once, and `memgate reembed` pages through them.
   vectors: [{ feedKey: 1 }, { agentId: 1 }],
+  // A reader of the feed reads the log a page at a time, by equality (store/vectorFeed.ts).
+  vectorChanges: [{ feedKey: 1 }],
 };
 
 /** Idempotent. */

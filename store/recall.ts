@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { MemoryPolicy } from '../core/entry';
-import { semanticDepth, semanticShare } from '../core/hybrid';
+import { backgroundOf, foundByMeaning, semanticDepth, semanticShare, type Background } from '../core/hybrid';
 import {
   couldEnterTopK,
   inDefaultRecall,
@@ -42,8 +42,13 @@ export type Retrieval =
   | {
       mode: 'hybrid';
       model: string;
-      /** Entries whose vector is of another model: found lexically only until `memgate reembed`. */
+      /**
+       * Entries whose vector is of another model, or of the same at other dimensions: found
+       * lexically only until `memgate reembed`.
+       */
       otherModelVectors: number;
+      /** Entries whose vector is unusable (not finite, zero, of the wrong length): found lexically only. */
+      badVectors: number;
       /** Time to embed the query, apart from the recall itself. */
       queryEmbeddingMs: number;
       /**
@@ -60,9 +65,10 @@ export type SemanticQuery =
       indexes: VectorIndexes;
       model: string;
       vector: Float32Array;
+      /** The reference passages' vectors, of the same model (core/referencePassages.ts). */
+      reference: readonly Float32Array[];
+      /** Time to embed the query (and, once per process, the reference passages). */
       embeddingMs: number;
-      /** Neighbours less similar than this are not found by meaning (MEMGATE_SEMANTIC_MIN_SIMILARITY). */
-      minSimilarity: number;
     }
   | { unavailable: string };
 
@@ -151,8 +157,8 @@ async function semanticRanking(
   req: RecallRequest,
   now: number,
   neighbours: readonly { id: string; similarity: number }[],
-  lexical: readonly Scored[],
-  opts: { k: number; depth: number; minSimilarity: number; bestSimilarity: number; halfLifeMs: number },
+  lexical: readonly Scored[] & { ceiling: number },
+  opts: { k: number; depth: number; background: Background; halfLifeMs: number },
 ): Promise<{ candidate: Candidate; similarity: number }[]> {
   const known = new Map(lexical.map((s) => [s.candidate.entry._id, s.candidate]));
   const ranked: { candidate: Candidate; similarity: number }[] = [];
@@ -163,7 +169,7 @@ async function semanticRanking(
   const unread = neighbours.filter((n) => !known.has(n.id));
   for (let i = 0; i < unread.length && ranked.length < opts.depth; i += NEIGHBOUR_READS) {
     const hits = rankHybrid(lexical, ranked, { now, ...opts });
-    const bound = semanticShare(unread[i]!.similarity, opts.minSimilarity, opts.bestSimilarity);
+    const bound = semanticShare(unread[i]!.similarity, opts.background);
     if (!couldEnterTopK(hits, opts.k, bound)) break;
     const round = unread.slice(i, i + NEIGHBOUR_READS);
     const found = await Promise.all(
@@ -179,6 +185,13 @@ async function semanticRanking(
     });
   }
   return ranked;
+}
+
+/** Of unit vectors, as the embedder returns them. */
+function cosine(a: Float32Array, b: Float32Array): number {
+  let s = 0;
+  for (let i = 0; i < a.length; i++) s += a[i]! * b[i]!;
+  return s;
 }
 
 /**
@@ -213,14 +226,12 @@ export async function recall(
     };
   } else {
     const lexical = scoreLexical(queryTerms, candidates);
-    const neighbours = search.neighbours.filter((n) => n.similarity >= semantic.minSimilarity);
-    const scale = {
-      k: req.k,
-      minSimilarity: semantic.minSimilarity,
-      // The best the search found, before recall's filters: the top of every semantic share.
-      bestSimilarity: neighbours[0]?.similarity ?? semantic.minSimilarity,
-      halfLifeMs: policy.halfLifeMs,
-    };
+    const background = backgroundOf([
+      ...search.background,
+      ...semantic.reference.map((r) => cosine(semantic.vector, r)),
+    ])!;
+    const neighbours = search.neighbours.filter((n) => foundByMeaning(n.similarity, background));
+    const scale = { k: req.k, background, halfLifeMs: policy.halfLifeMs };
     const semanticRanked = await semanticRanking(store, req, now, neighbours, lexical, {
       ...scale,
       depth: semanticDepth(req.k),
@@ -232,6 +243,7 @@ export async function recall(
       mode: 'hybrid',
       model: semantic.model,
       otherModelVectors: search.otherModel,
+      badVectors: search.bad,
       queryEmbeddingMs: semantic.embeddingMs,
       indexCatchingUp: search.catchingUp,
     };

@@ -1,16 +1,24 @@
+import type { Config } from '../core/config';
+import { BACKGROUND_SAMPLE } from '../core/hybrid';
 import { VectorIndex, type Neighbour } from '../core/vectorIndex';
 import type { Store, VectorRecord } from './db';
-import { agentVectors, decodeVector, FEED_PAGE, feedPage, lastChangeNumber } from './vectors';
+import { vectorDefect, type EmbeddingSpace } from '../core/vectorDefects';
+import { FeedReader } from './vectorFeed';
+import { agentVectors, countVectors, decodeVector, inSpace } from './vectors';
 
 /**
- * The nearest-neighbour indexes a recall-serving process holds: one per agent and model, in
+ * The nearest-neighbour indexes a recall-serving process holds: one per agent and space, in
  * memory, loaded on the agent's first semantic recall and kept current from the feed of
  * vector changes (store/vectors.ts), which any process may write. A recall reads one counter
  * and, when it moved, the feed pages since; it never scans the agent's vectors.
  *
- * Memory is bounded by `maxVectors` over all agents (core/vectorIndex.ts gives the bytes a
- * vector costs): the least recently recalled agents' indexes are dropped to make room, and
- * an agent with more vectors than the whole bound is recalled lexically, said in its result.
+ * Memory is bounded by one budget per process (VectorBudget), over every VectorIndexes in
+ * it (a `memgate start` process has the client's and the worker's) and every load in flight,
+ * enforced as each page of a load arrives and when it completes, whether or not a search
+ * still waits for it (core/vectorIndex.ts gives the bytes a vector costs): the least
+ * recently recalled agents' indexes are dropped to make room, and an agent with more
+ * vectors than the whole budget is recalled lexically, said in its result, until a recount
+ * (at most once per `REFUSAL_RECHECK_MS`) finds it has shrunk to fit.
  *
  * A load reads every vector of the agent (95.7 s for 400,000 on the local stack), so a
  * search waits for it at most `loadWaitMs`, then answers that the index is still loading
@@ -20,30 +28,20 @@ import { agentVectors, decodeVector, FEED_PAGE, feedPage, lastChangeNumber } fro
  * safe for erasure: recall reads every neighbour from the store before it returns it.
  */
 
-/**
- * A change number is read again for this long after it was first counted: a writer takes
- * its number a moment before its record lands, so a page read in between can miss it.
- */
-const SETTLE_MS = 5_000;
-
-/**
- * How far behind the counter a change number may still be in flight (a few writers'
- * batches): a record numbered further back has landed. It bounds what a load, and each
- * catch-up, reads again; SETTLE_MS bounds it in time.
- */
-const IN_FLIGHT = 2 * FEED_PAGE;
-
 /** Records per read while an index loads. */
 const LOAD_BATCH = 2_000;
 
 interface Loaded {
   index: VectorIndex;
-  /** Every change up to this number is in the index. */
-  settled: number;
-  /** Counters seen, with when: `settled` trails the counter by SETTLE_MS. */
-  seen: { seq: number; at: number }[];
-  /** Ids whose vector is of another model: not searched until `memgate reembed` converts them. */
+  /** The agent's feed, read from before the load: every change since is applied from it. */
+  reader: FeedReader;
+  /**
+   * Ids whose vector is of another space (another model, or the same at other dimensions):
+   * not searched until `memgate reembed` converts them.
+   */
   otherModel: Set<string>;
+  /** Ids whose vector of this space is unusable (core/vectorDefects.ts): skipped, counted. */
+  bad: Set<string>;
   lastUsed: number;
   /**
    * Catch-ups run one at a time (two would apply the same records in either order), and a
@@ -52,14 +50,20 @@ interface Loaded {
    */
   catchingUp?: Promise<void>;
   queuedCatchUp?: Promise<void>;
+  /** Set on a load stopped for want of room (VectorBudget): it was not kept. */
+  noRoom?: true;
 }
 
 export type SemanticSearch =
   | {
       available: true;
       neighbours: Neighbour[];
-      /** Entries whose vector is of another model than the query's, so not searched. */
+      /** The query's similarities to a sample of the agent's vectors (core/hybrid.ts, Background). */
+      background: number[];
+      /** Entries whose vector is of another space than the query's, so not searched. */
       otherModel: number;
+      /** Entries whose vector is unusable (not finite, zero, of the wrong length), so not searched. */
+      bad: number;
       /**
        * The index had not read every change yet when the wait ran out: vectors stored or
        * changed since the last catch-up may be missing from `neighbours`.
@@ -69,10 +73,74 @@ export type SemanticSearch =
   | { available: false; reason: string };
 
 export interface VectorIndexLimits {
-  /** Vectors held, over all agents. */
+  /** Vectors the process holds, over all agents and every VectorIndexes in it. */
   maxVectors: number;
   /** How long a search waits for an agent's index to load; unset, as long as the load takes. */
   loadWaitMs?: number;
+  /** How often a refused agent's vectors are counted again; REFUSAL_RECHECK_MS unless set. */
+  refusalRecheckMs?: number;
+  /**
+   * How long a change number may stay unlogged before this process fences it
+   * (store/vectorFeed.ts): a few store timeouts, so only a crashed or stalled writer's is.
+   */
+  fenceDelayMs: number;
+}
+
+/** Store timeouts a change number may stay unlogged before a reader fences it. */
+const FENCE_AFTER_STORE_TIMEOUTS = 4;
+
+/** The limits of a recall-serving process, from its configuration. */
+export function vectorIndexLimitsOf(config: Config): VectorIndexLimits {
+  return {
+    maxVectors: config.vectorIndexMaxVectors,
+    loadWaitMs: config.recallIndexWaitMs,
+    fenceDelayMs: FENCE_AFTER_STORE_TIMEOUTS * config.storeTimeoutMs,
+  };
+}
+
+/** A refused agent is recounted at most this often: a count reads the agent's records. */
+export const REFUSAL_RECHECK_MS = 60_000;
+
+/**
+ * The vectors one process may hold, shared by every VectorIndexes of it that is given the
+ * same bound (a process reads its configuration once, so that is all of them): what they
+ * hold and what their loads have read so far count against it together.
+ */
+export class VectorBudget {
+  private static readonly ofProcess = new Map<number, VectorBudget>();
+  readonly members = new Set<VectorIndexes>();
+
+  private constructor(readonly maxVectors: number) {}
+
+  static forProcess(maxVectors: number): VectorBudget {
+    let budget = VectorBudget.ofProcess.get(maxVectors);
+    if (!budget) VectorBudget.ofProcess.set(maxVectors, (budget = new VectorBudget(maxVectors)));
+    return budget;
+  }
+
+  /** Vectors held and being loaded, over every member. */
+  get held(): number {
+    let n = 0;
+    for (const m of this.members) n += m.held;
+    return n;
+  }
+
+  /**
+   * Drop the least recently used loaded indexes of every member, but `keep`'s, while the
+   * total is over the budget. Whether `keep` itself fits is its caller's to judge.
+   */
+  makeRoom(keep: Loaded | undefined): void {
+    let total = this.held;
+    if (total <= this.maxVectors) return;
+    const candidates = [...this.members]
+      .flatMap((m) => m.evictable(keep))
+      .sort((a, b) => a.loaded.lastUsed - b.loaded.lastUsed);
+    for (const c of candidates) {
+      if (total <= this.maxVectors) break;
+      c.drop();
+      total -= c.loaded.index.size;
+    }
+  }
 }
 
 interface Loading {
@@ -84,14 +152,18 @@ interface Loading {
 export class VectorIndexes {
   private readonly loaded = new Map<string, Loaded>();
   private readonly loading = new Map<string, Loading>();
-  private readonly tooLarge = new Map<string, number>();
+  /** Agents refused for their size: how many vectors they had, and when that was counted. */
+  private readonly tooLarge = new Map<string, { size: number; countedAt: number }>();
   private readonly maxVectors: number;
+  private readonly budget: VectorBudget;
 
   constructor(
     private readonly store: Store,
     private readonly limits: VectorIndexLimits,
   ) {
     this.maxVectors = limits.maxVectors;
+    this.budget = VectorBudget.forProcess(limits.maxVectors);
+    this.budget.members.add(this);
   }
 
   /** Vectors held now, over all agents. */
@@ -101,13 +173,65 @@ export class VectorIndexes {
     return n;
   }
 
-  /** The `k` nearest of the agent's vectors of `model` to `query` (unit length). */
-  async nearest(agentId: string, model: string, query: Float32Array, k: number): Promise<SemanticSearch> {
-    const key = `${agentId}\0${model}`;
+  /** Vectors held and read so far by loads in flight: what counts against the budget. */
+  get held(): number {
+    let n = this.size;
+    for (const l of this.loading.values()) n += l.index.size;
+    return n;
+  }
+
+  /** This instance's loaded indexes the budget may drop, but `keep`. */
+  evictable(keep: Loaded | undefined): { loaded: Loaded; drop: () => void }[] {
+    return [...this.loaded]
+      .filter(([, l]) => l !== keep)
+      .map(([key, l]) => ({ loaded: l, drop: () => this.loaded.delete(key) }));
+  }
+
+  /** Leave the process's budget: this instance's indexes no longer count (its client closed). */
+  close(): void {
+    this.loaded.clear();
+    this.budget.members.delete(this);
+  }
+
+  /**
+   * Whether an agent refused for its size still is: recounted at most once per recheck
+   * interval, so a refused agent's recall costs no count but now and then.
+   */
+  private async stillTooLarge(key: string, agentId: string): Promise<number | undefined> {
     const refused = this.tooLarge.get(key);
+    if (!refused) return undefined;
+    if (Date.now() - refused.countedAt < (this.limits.refusalRecheckMs ?? REFUSAL_RECHECK_MS)) {
+      return refused.size;
+    }
+    const size = await countVectors(this.store, agentId);
+    if (size > this.maxVectors) {
+      this.tooLarge.set(key, { size, countedAt: Date.now() });
+      return size;
+    }
+    this.tooLarge.delete(key);
+    return undefined;
+  }
+
+  private refuse(key: string, size: number): void {
+    this.loaded.delete(key);
+    this.tooLarge.set(key, { size, countedAt: Date.now() });
+  }
+
+  /** The `k` nearest of the agent's vectors of `model` at the query's dimensions to `query` (unit length). */
+  async nearest(agentId: string, model: string, query: Float32Array, k: number): Promise<SemanticSearch> {
+    const space: EmbeddingSpace = { model, dimensions: query.length };
+    const key = `${agentId}\0${model}\0${query.length}`;
+    const refused = await this.stillTooLarge(key, agentId);
     if (refused !== undefined) return this.refusal(refused);
-    const l =
-      this.loaded.get(key) ?? (await this.withinWait(this.load(key, agentId, model, query.length)))?.value;
+    const l = this.loaded.get(key) ?? (await this.withinWait(this.load(key, agentId, space)))?.value;
+    const size = this.tooLarge.get(key)?.size;
+    if (size !== undefined) return this.refusal(size);
+    if (l?.noRoom) {
+      return {
+        available: false,
+        reason: `other agents' vector indexes being loaded fill this process's budget (MEMGATE_VECTOR_INDEX_MAX_VECTORS=${this.maxVectors}); recall is lexical until there is room`,
+      };
+    }
     if (!l) {
       const read = this.loading.get(key)?.index.size ?? 0;
       return {
@@ -115,18 +239,19 @@ export class VectorIndexes {
         reason: `the agent's vector index is loading into memory (${read} vectors so far); recall is lexical until it is loaded`,
       };
     }
-    const caughtUp = await this.withinWait(this.caughtUp(l, agentId, model));
+    const caughtUp = await this.withinWait(this.caughtUp(l, agentId, space));
     if (l.index.size > this.maxVectors) {
-      this.loaded.delete(key);
-      this.tooLarge.set(key, l.index.size);
+      this.refuse(key, l.index.size);
       return this.refusal(l.index.size);
     }
     l.lastUsed = Date.now();
-    this.makeRoom(key);
+    this.budget.makeRoom(l);
     return {
       available: true,
       neighbours: l.index.search(query, k),
+      background: l.index.sampleSimilarities(query, BACKGROUND_SAMPLE),
       otherModel: l.otherModel.size,
+      bad: l.bad.size,
       catchingUp: caughtUp === undefined,
     };
   }
@@ -136,19 +261,6 @@ export class VectorIndexes {
       available: false,
       reason: `the agent has ${size} vectors, more than this process may hold (MEMGATE_VECTOR_INDEX_MAX_VECTORS=${this.maxVectors})`,
     };
-  }
-
-  /** Drop the least recently used other indexes while the total is over the bound. */
-  private makeRoom(keep: string): void {
-    const others = [...this.loaded]
-      .filter(([k]) => k !== keep)
-      .sort(([, a], [, b]) => a.lastUsed - b.lastUsed);
-    let total = this.size;
-    for (const [k, l] of others) {
-      if (total <= this.maxVectors) break;
-      this.loaded.delete(k);
-      total -= l.index.size;
-    }
   }
 
   /** What `work` settles to, or undefined once it outlasts `loadWaitMs` (it goes on). */
@@ -169,26 +281,39 @@ export class VectorIndexes {
     }
   }
 
-  private load(key: string, agentId: string, model: string, dimensions: number): Promise<Loaded> {
+  private load(key: string, agentId: string, space: EmbeddingSpace): Promise<Loaded> {
     let pending = this.loading.get(key);
     if (!pending) {
-      const index = new VectorIndex(dimensions);
+      const index = new VectorIndex(space.dimensions);
       const done = (async () => {
-        // The counter first: a change made while the records are read is read again after.
-        const counter = await lastChangeNumber(this.store, agentId);
+        // The feed first: a change made while the records are read is read from it after.
+        const reader = await FeedReader.start(this.store, agentId, {
+          fenceDelayMs: this.limits.fenceDelayMs,
+        });
         const l: Loaded = {
           index,
-          // A record numbered just before the counter may land after the read passed it.
-          settled: Math.max(0, counter - IN_FLIGHT),
-          seen: [{ seq: counter, at: Date.now() }],
+          reader,
           otherModel: new Set(),
+          bad: new Set(),
           lastUsed: Date.now(),
         };
         for await (const page of agentVectors(this.store, agentId, LOAD_BATCH)) {
-          for (const r of page) apply(l, r, model);
-          if (l.index.size > this.maxVectors) break;
+          for (const r of page) apply(l, r, space);
+          if (l.index.size > this.maxVectors) {
+            this.refuse(key, l.index.size);
+            return l;
+          }
+          // Room is made as the load grows; a load that other loads in flight leave none for
+          // stops, so that loads together never hold more than the budget. The next search
+          // loads again.
+          this.budget.makeRoom(l);
+          if (this.budget.held > this.maxVectors) {
+            l.noRoom = true;
+            return l;
+          }
         }
         this.loaded.set(key, l);
+        this.budget.makeRoom(l);
         return l;
       })().finally(() => this.loading.delete(key));
       // A load no search waits for any more may still fail: the next search loads again, and
@@ -201,14 +326,14 @@ export class VectorIndexes {
   }
 
   /** A catch-up that starts after this call: the one queued, or a new one. */
-  private caughtUp(l: Loaded, agentId: string, model: string): Promise<void> {
+  private caughtUp(l: Loaded, agentId: string, space: EmbeddingSpace): Promise<void> {
     if (l.queuedCatchUp) return l.queuedCatchUp;
     const before = l.catchingUp?.catch(() => undefined) ?? Promise.resolve();
     const next: Promise<void> = before.then(async () => {
       l.queuedCatchUp = undefined;
       l.catchingUp = next;
       try {
-        await this.catchUp(l, agentId, model);
+        await this.catchUp(l, space);
       } finally {
         if (l.catchingUp === next) l.catchingUp = undefined;
       }
@@ -220,36 +345,29 @@ export class VectorIndexes {
     return next;
   }
 
-  private async catchUp(l: Loaded, agentId: string, model: string): Promise<void> {
-    const now = Date.now();
-    const counter = await lastChangeNumber(this.store, agentId);
-    const last = l.seen[l.seen.length - 1]!;
-    if (counter !== last.seq) l.seen.push({ seq: counter, at: now });
-    // Settled: the newest counter seen at least SETTLE_MS ago; every record up to it has landed.
-    while (l.seen.length > 1 && now - l.seen[1]!.at >= SETTLE_MS) l.seen.shift();
-    const settledNow = now - l.seen[0]!.at >= SETTLE_MS ? l.seen[0]!.seq : l.settled;
-    if (counter > l.settled) {
-      for (
-        let page = Math.floor((l.settled + 1) / FEED_PAGE);
-        page <= Math.floor(counter / FEED_PAGE);
-        page++
-      ) {
-        for (const r of await feedPage(this.store, agentId, page, l.settled)) apply(l, r, model);
-      }
-    }
-    // Read again while unsettled: at most the last IN_FLIGHT numbers, for at most SETTLE_MS.
-    l.settled = Math.max(l.settled, settledNow, counter - IN_FLIGHT);
+  private async catchUp(l: Loaded, space: EmbeddingSpace): Promise<void> {
+    for (const r of await l.reader.next()) apply(l, r, space);
   }
 }
 
-/** A record's current state into the index: its vector of this model, or none. */
-function apply(l: Loaded, r: VectorRecord, model: string): void {
-  if (r.vector && r.model === model) {
-    l.index.upsert(r._id, decodeVector(r.vector));
-    l.otherModel.delete(r._id);
-  } else {
+/** A record's current state into the index: its usable vector of this space, or none. */
+function apply(l: Loaded, r: VectorRecord, space: EmbeddingSpace): void {
+  l.otherModel.delete(r._id);
+  l.bad.delete(r._id);
+  if (!r.vector) {
     l.index.remove(r._id);
-    if (r.vector) l.otherModel.add(r._id);
-    else l.otherModel.delete(r._id);
+    return;
   }
+  if (!inSpace(r, space)) {
+    l.index.remove(r._id);
+    l.otherModel.add(r._id);
+    return;
+  }
+  const vector = decodeVector(r.vector);
+  if (vectorDefect(vector, space.dimensions)) {
+    l.index.remove(r._id);
+    l.bad.add(r._id);
+    return;
+  }
+  l.index.upsert(r._id, vector);
 }

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import { Binary } from 'mongodb';
 import type { Entry, Tier } from '../core/entry';
-import { type Store, type VectorRecord } from './db';
+import { vectorDefect, type EmbeddingSpace } from '../core/vectorDefects';
+import { insertIgnoringExisting, type Store, type VectorRecord } from './db';
 import { inBatches, locateEntry, TIERS, tierCollection } from './nightly';
 
 /**
@@ -11,8 +12,12 @@ import { inBatches, locateEntry, TIERS, tierCollection } from './nightly';
  * leaves no vector of content that is gone.
  *
  * The feed: every change to an agent's vectors (a vector stored, a vector removed) takes the
- * agent's next change number, so a process holding the agent's index in memory reads, by
- * equality on `feedKey`, only the pages of numbers it has not seen (store/vectorIndexes.ts).
+ * agent's next change number, logs the change at it (`vectorChanges`, one document per number)
+ * and only then writes the record with it, over an older number only. A process holding the
+ * agent's index in memory reads, by equality on `feedKey`, only the pages of the log and of
+ * the records that hold numbers it has not resolved (store/vectorFeed.ts). A number is
+ * claimed once, by its `_id` in the log: a reader that finds one unlogged too long logs a
+ * fence there, and its writer, finding the number taken, takes another.
  */
 
 /** Change numbers per feed page: what one equality read returns at most. */
@@ -31,6 +36,16 @@ export function encodeVector(v: Float32Array): Binary {
   return new Binary(Buffer.from(v.buffer, v.byteOffset, v.byteLength));
 }
 
+/** The dimensions of a record's space: as written, else its vector's length. */
+export function recordDimensions(r: Pick<VectorRecord, 'dimensions' | 'vector'>): number | undefined {
+  return r.dimensions ?? (r.vector ? r.vector.buffer.length / Float32Array.BYTES_PER_ELEMENT : undefined);
+}
+
+/** Whether a record holds a vector of this space (usable or not: vectorDefect judges that). */
+export function inSpace(r: VectorRecord, space: EmbeddingSpace): r is VectorRecord & { vector: Binary } {
+  return r.vector !== undefined && r.model === space.model && recordDimensions(r) === space.dimensions;
+}
+
 export function decodeVector(b: Binary): Float32Array {
   const bytes = b.buffer;
   // Copied: the driver's buffer may be a view at an offset Float32Array cannot start on.
@@ -39,14 +54,57 @@ export function decodeVector(b: Binary): Float32Array {
   return new Float32Array(copy.buffer);
 }
 
+/** The `_id` in the log of an agent's change number. */
+export function changeId(agentId: string, seq: number): string {
+  return `${agentId} ${seq}`;
+}
+
 /** Take `n` change numbers of the agent's feed; returns the first. */
-async function takeChangeNumbers(store: Store, agentId: string, n: number): Promise<number> {
+export async function takeChangeNumbers(store: Store, agentId: string, n: number): Promise<number> {
   const feed = await store.vectorFeeds.findOneAndUpdate(
     { _id: agentId },
     { $inc: { seq: n } },
     { upsert: true, returnDocument: 'after' },
   );
   return feed!.seq - n + 1;
+}
+
+/**
+ * Log each entry's change at its number (`entryIds[i]` at `first + i`) before its record is
+ * written. A number already taken in the log was fenced by a reader: nothing is written at
+ * it, and the entry takes a fresh number and is logged again. Returns each entry's number.
+ * (A retried insert that finds its own change takes a fresh number too: the later change of
+ * the same entry resolves the earlier one.)
+ */
+export async function logChanges(
+  store: Store,
+  agentId: string,
+  entryIds: readonly string[],
+  first: number,
+): Promise<number[]> {
+  const seqs = entryIds.map((_, i) => first + i);
+  let unlogged = entryIds.map((_, i) => i);
+  for (;;) {
+    const taken = await insertIgnoringExisting(
+      store.vectorChanges,
+      unlogged.map((i) => ({
+        _id: changeId(agentId, seqs[i]!),
+        agentId,
+        seq: seqs[i]!,
+        entryId: entryIds[i]!,
+        feedKey: feedKey(agentId, seqs[i]!),
+      })),
+    );
+    unlogged = unlogged.filter((i) => taken.has(changeId(agentId, seqs[i]!)));
+    if (unlogged.length === 0) return seqs;
+    const fresh = await takeChangeNumbers(store, agentId, unlogged.length);
+    unlogged.forEach((i, k) => (seqs[i] = fresh + k));
+  }
+}
+
+/** Numbers for these entries' changes, logged: what every change of a record takes first. */
+async function numberChanges(store: Store, agentId: string, entryIds: readonly string[]): Promise<number[]> {
+  return logChanges(store, agentId, entryIds, await takeChangeNumbers(store, agentId, entryIds.length));
 }
 
 /** The agent's last change number (0 before its first vector). */
@@ -66,6 +124,11 @@ export async function feedPage(
 ): Promise<VectorRecord[]> {
   const found = await store.vectors.find({ feedKey: `${agentId} ${page}`, seq: { $gt: afterSeq } }).toArray();
   return found.filter((r) => r.agentId === agentId);
+}
+
+/** How many of the agent's records hold a vector (any model): what a refused index would load. */
+export async function countVectors(store: Store, agentId: string): Promise<number> {
+  return store.vectors.countDocuments({ agentId, vector: { $exists: true } });
 }
 
 /** Every vector record of an agent, a batch at a time: loading an index, paging `reembed`. */
@@ -102,24 +165,24 @@ export interface ToEmbed extends EmbedTarget {
 }
 
 /**
- * Of these ids, the entries (either tier) still awaiting a vector of `model`: stored, and
- * with no vector of that model for their current text. The rest need nothing. Only an entry
- * that records `model` can have a current vector, so only its vector is read (a new entry's
- * never is: the write path's embedding costs no read of the vectors).
+ * Of these ids, the entries (either tier) still awaiting a vector of `space`: stored, and
+ * with no vector of that space for their current text. The rest need nothing. Only an entry
+ * that records the model can have a current vector, so only its record is read (a new
+ * entry's never is: the write path's embedding costs no read of the vectors). A record of
+ * the same model at other dimensions is of another space, so its entry is embedded again.
  */
 export async function entriesToEmbed(
   store: Store,
   agentId: string,
   ids: readonly string[],
-  model: string,
+  space: EmbeddingSpace,
 ): Promise<{ toEmbed: ToEmbed[]; current: EmbedTarget[] }> {
+  const { model } = space;
   const unique = [...new Set(ids)];
   const located = await Promise.all(unique.map((id) => locateEntry(store, agentId, id)));
   const records = await Promise.all(
     unique.map((_id, i) =>
-      located[i]?.entry.embeddedWith === model
-        ? store.vectors.findOne({ _id, agentId }, { projection: { vector: 0 } })
-        : null,
+      located[i]?.entry.embeddedWith === model ? store.vectors.findOne({ _id, agentId }) : null,
     ),
   );
   const toEmbed: ToEmbed[] = [];
@@ -129,57 +192,50 @@ export async function entriesToEmbed(
     if (!found) return;
     const hash = textHash(found.entry.text);
     const r = records[i];
-    if (r && r.model === model && r.textHash === hash && r.seq > 0) current.push({ id, tier: found.tier });
+    if (r && inSpace(r, space) && r.textHash === hash && r.seq > 0) current.push({ id, tier: found.tier });
     else toEmbed.push({ id, tier: found.tier, text: found.entry.text, textHash: hash });
   });
   return { toEmbed, current };
 }
 
-/** The vectors of `model` these entries have (point reads), by id; an id without one is left out. */
+/** The usable vectors of `space` these entries have (point reads), by id; an id without one is left out. */
 export async function vectorsOf(
   store: Store,
   agentId: string,
   ids: readonly string[],
-  model: string,
+  space: EmbeddingSpace,
 ): Promise<Map<string, Float32Array>> {
   const records = await Promise.all([...new Set(ids)].map((_id) => store.vectors.findOne({ _id, agentId })));
   const out = new Map<string, Float32Array>();
-  for (const r of records) if (r?.vector && r.model === model) out.set(r._id, decodeVector(r.vector));
+  for (const r of records) {
+    if (!r || !inSpace(r, space)) continue;
+    const v = decodeVector(r.vector);
+    if (!vectorDefect(v, space.dimensions)) out.set(r._id, v);
+  }
   return out;
 }
 
 /**
- * Store vectors of `model`, then look again: a vector whose entry is gone, or whose text
+ * Store vectors of `space`, then look again: a vector whose entry is gone, or whose text
  * changed since it was read, leaves at once (docs/invariants.md, Erasure wins). Returns the
  * entries that kept their vector, with the tier they were found in just now.
  */
 export async function storeVectors(
   store: Store,
   agentId: string,
-  model: string,
+  space: EmbeddingSpace,
   items: readonly (ToEmbed & { vector: Float32Array })[],
   at: number,
 ): Promise<EmbedTarget[]> {
+  // An unusable vector is not stored: its entry keeps its `embed` work, for the night to retry.
+  items = items.filter((item) => !vectorDefect(item.vector, space.dimensions));
   if (items.length === 0) return [];
-  const first = await takeChangeNumbers(store, agentId, items.length);
-  await store.vectors.bulkWrite(
-    items.map((item, i) => ({
-      replaceOne: {
-        filter: { _id: item.id, agentId },
-        replacement: {
-          agentId,
-          model,
-          vector: encodeVector(item.vector),
-          textHash: item.textHash,
-          seq: first + i,
-          feedKey: feedKey(agentId, first + i),
-          at,
-        },
-        upsert: true,
-      },
-    })),
-    { ordered: false },
+  const seqs = await numberChanges(
+    store,
+    agentId,
+    items.map((item) => item.id),
   );
+  await writeVectorRecords(store, agentId, space, items, seqs, at);
   const located = await Promise.all(items.map((item) => locateEntry(store, agentId, item.id)));
   const stale = items.filter((item, i) => !located[i] || textHash(located[i].entry.text) !== item.textHash);
   if (stale.length)
@@ -196,6 +252,43 @@ export async function storeVectors(
 }
 
 /**
+ * Write the records of stored vectors, each at its logged number, over a record of a lower
+ * number only: a record written at a higher one is a later change, which this one must not
+ * undo, whatever order the two land in. A new entry's record is inserted (one command for
+ * all); an existing one is replaced under that condition.
+ */
+export async function writeVectorRecords(
+  store: Store,
+  agentId: string,
+  space: EmbeddingSpace,
+  items: readonly (ToEmbed & { vector: Float32Array })[],
+  seqs: readonly number[],
+  at: number,
+): Promise<void> {
+  const records: VectorRecord[] = items.map((item, i) => ({
+    _id: item.id,
+    agentId,
+    model: space.model,
+    dimensions: space.dimensions,
+    vector: encodeVector(item.vector),
+    textHash: item.textHash,
+    seq: seqs[i]!,
+    feedKey: feedKey(agentId, seqs[i]!),
+    at,
+  }));
+  const existing = await insertIgnoringExisting(store.vectors, records);
+  if (existing.size === 0) return;
+  await store.vectors.bulkWrite(
+    records
+      .filter((r) => existing.has(r._id))
+      .map(({ _id, ...replacement }) => ({
+        replaceOne: { filter: { _id, agentId, seq: { $lt: replacement.seq } }, replacement },
+      })),
+    { ordered: false },
+  );
+}
+
+/**
  * The vectors of these ids leave (the records stay, content-free, as the change others must
  * see). Called after the content itself is gone or replaced.
  */
@@ -209,13 +302,23 @@ export async function dropVectors(
     await Promise.all(ids.map((_id) => store.vectors.findOne({ _id, agentId }, { projection: { _id: 1 } })))
   ).flatMap((r) => (r ? [r._id] : []));
   if (present.length === 0) return;
-  const first = await takeChangeNumbers(store, agentId, present.length);
+  await clearVectorRecords(store, agentId, present, await numberChanges(store, agentId, present), at);
+}
+
+/** Clear these records' vectors, each at its logged number, over a lower number only (as writeVectorRecords). */
+export async function clearVectorRecords(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+  seqs: readonly number[],
+  at: number,
+): Promise<void> {
   await store.vectors.bulkWrite(
-    present.map((_id, i) => ({
+    ids.map((_id, i) => ({
       updateOne: {
-        filter: { _id, agentId },
+        filter: { _id, agentId, seq: { $lt: seqs[i]! } },
         update: {
-          $set: { seq: first + i, feedKey: feedKey(agentId, first + i), at },
+          $set: { seq: seqs[i]!, feedKey: feedKey(agentId, seqs[i]!), at },
           $unset: { vector: '', textHash: '' },
         },
       },

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { VectorIndexes, type SemanticSearch } from '../../store/vectorIndexes';
-import { encodeVector, FEED_PAGE, feedKey } from '../../store/vectors';
+import { dropVectors, encodeVector, FEED_PAGE, feedKey } from '../../store/vectors';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -18,6 +18,8 @@ afterAll(async () => {
 });
 
 const MODEL = 'test-model';
+/** As a process would fence: after a few store timeouts, longer than any test here waits. */
+const FENCE_MS = 60_000;
 const DIMENSIONS = 64;
 
 /**
@@ -35,14 +37,18 @@ function vector(i: number): Float32Array {
   return v.map((x) => x / norm);
 }
 
-/** `n` vector records as another process appends them: numbers taken, then the records. */
-async function append(agentId: string, from: number, n: number): Promise<void> {
+/** Take `n` change numbers of the agent's feed, as a writer does first; returns the first. */
+async function takeNumbers(agentId: string, n: number): Promise<number> {
   const feed = await env.store.vectorFeeds.findOneAndUpdate(
     { _id: agentId },
     { $inc: { seq: n } },
     { upsert: true, returnDocument: 'after' },
   );
-  const first = feed!.seq - n + 1;
+  return feed!.seq - n + 1;
+}
+
+/** Land the records of vectors `from`…`from + n − 1` at the numbers from `first`. */
+async function land(agentId: string, from: number, first: number, n: number): Promise<void> {
   await env.store.vectors.insertMany(
     Array.from({ length: n }, (_, i) => ({
       _id: `${agentId}-v${from + i}`,
@@ -57,6 +63,21 @@ async function append(agentId: string, from: number, n: number): Promise<void> {
   );
 }
 
+/** `n` vector records as another process appends them: numbers taken, then the records. */
+async function append(agentId: string, from: number, n: number): Promise<void> {
+  await land(agentId, from, await takeNumbers(agentId, n), n);
+}
+
+/**
+ * Undoes a stand-in for `find`: the stand-in was set on the guarded collection's target, so
+ * it is deleted there, and the collection's own `find`, guarded, answers again. (Assigning the
+ * saved bound `find` back would leave a guarded call under the guard: every read admitted
+ * twice, and units held by the inner call for good.)
+ */
+function restoreFind(vectors: TestEnv['store']['vectors']): void {
+  delete (vectors as { find?: unknown }).find;
+}
+
 /** Counts the store's reads of feed pages (equality on `feedKey`) while `fn` runs. */
 async function feedReads(fn: () => Promise<unknown>): Promise<number> {
   const vectors = env.store.vectors;
@@ -69,7 +90,7 @@ async function feedReads(fn: () => Promise<unknown>): Promise<number> {
   try {
     await fn();
   } finally {
-    vectors.find = find;
+    restoreFind(vectors);
   }
   return reads;
 }
@@ -90,7 +111,7 @@ function holdFeedReads(): { release: () => void } {
   }) as typeof vectors.find;
   return {
     release: () => {
-      vectors.find = find;
+      restoreFind(vectors);
       release();
     },
   };
@@ -111,7 +132,11 @@ const nearestId = (s: SemanticSearch) => (s.available ? s.neighbours[0]?.id : un
 describe('the vector indexes of a recall process', () => {
   it('with no time to wait: says a loading index is loading, then answers from the index as it stands while a catch-up goes on, and says so', async () => {
     const agentId = env.agent('impatient');
-    const indexes = new VectorIndexes(env.store, { maxVectors: 1_000_000, loadWaitMs: 0 });
+    const indexes = new VectorIndexes(env.store, {
+      maxVectors: 1_000_000,
+      loadWaitMs: 0,
+      fenceDelayMs: FENCE_MS,
+    });
     await append(agentId, 0, 100);
     const first = await indexes.nearest(agentId, MODEL, vector(3), 1);
     expect(first).toMatchObject({ available: false, reason: expect.stringMatching(/index is loading/) });
@@ -139,7 +164,7 @@ describe('the vector indexes of a recall process', () => {
 
   it('searches what other processes append, and reads a burst once, not on each recall while it settles', async () => {
     const agentId = env.agent('feed');
-    const indexes = new VectorIndexes(env.store, { maxVectors: 1_000_000 });
+    const indexes = new VectorIndexes(env.store, { maxVectors: 1_000_000, fenceDelayMs: FENCE_MS });
     await append(agentId, 0, 500);
     const first = await indexes.nearest(agentId, MODEL, vector(3), 1);
     expect(first).toMatchObject({ available: true, neighbours: [{ id: `${agentId}-v3` }] });
@@ -157,5 +182,83 @@ describe('the vector indexes of a recall process', () => {
     const again = await feedReads(() => indexes.nearest(agentId, MODEL, vector(7), 1));
     expect(again).toBeLessThanOrEqual(3);
     expect(indexes.size).toBe(4_500);
+  });
+});
+
+/** Polls `read` until it gives the same value for a second: the loads in flight have ended. */
+async function settledValue(read: () => number): Promise<number> {
+  let last = read();
+  let since = Date.now();
+  for (const deadline = Date.now() + 60_000; Date.now() < deadline;) {
+    await new Promise((r) => setTimeout(r, 100));
+    const now = read();
+    if (now !== last) [last, since] = [now, Date.now()];
+    else if (Date.now() - since >= 1_000) return now;
+  }
+  throw new Error(`still changing: ${last}`);
+}
+
+describe('the vector indexes of every process, under writers that overlap', () => {
+  // What the catch-up before the feed reader lost for good: a record numbered more than 512
+  // behind the counter when first read was taken to have landed (store/vectorFeed.ts).
+  it('apply every record of a slow writer that another overtakes, whatever order they land in', async () => {
+    const agentId = env.agent('overtaken');
+    const indexes = new VectorIndexes(env.store, { maxVectors: 1_000_000, fenceDelayMs: FENCE_MS });
+    await append(agentId, 0, 10);
+    expect(nearestId(await indexes.nearest(agentId, MODEL, vector(3), 1))).toBe(`${agentId}-v3`);
+    // A takes 300 numbers and stalls; B takes 600 after it and lands them all.
+    const slow = await takeNumbers(agentId, 300);
+    await append(agentId, 400, 600);
+    expect(nearestId(await indexes.nearest(agentId, MODEL, vector(450), 1))).toBe(`${agentId}-v450`);
+    // A lands 50, then the rest, each seen by a recall in between.
+    await land(agentId, 10, slow, 50);
+    expect(nearestId(await indexes.nearest(agentId, MODEL, vector(30), 1))).toBe(`${agentId}-v30`);
+    await land(agentId, 60, slow + 50, 250);
+    expect(nearestId(await indexes.nearest(agentId, MODEL, vector(300), 1))).toBe(`${agentId}-v300`);
+    expect(indexes.size).toBe(910);
+  });
+});
+
+describe("a process's memory budget for vectors", () => {
+  it('is one for every index set of the process: a second one makes room in the first', async () => {
+    // A bound no other test of the file uses, so the budget is these two's alone.
+    const limits = { maxVectors: 150, fenceDelayMs: FENCE_MS };
+    const [x, y] = [env.agent('budget-x'), env.agent('budget-y')];
+    await append(x, 0, 100);
+    await append(y, 100, 100);
+    const client = new VectorIndexes(env.store, limits);
+    const worker = new VectorIndexes(env.store, limits);
+    expect(nearestId(await client.nearest(x, MODEL, vector(5), 1))).toBe(`${x}-v5`);
+    expect(nearestId(await worker.nearest(y, MODEL, vector(105), 1))).toBe(`${y}-v105`);
+    expect(client.size + worker.size).toBeLessThanOrEqual(limits.maxVectors);
+  });
+
+  it('is kept by loads that end after no search waits for them any more', async () => {
+    const limits = { maxVectors: 250, loadWaitMs: 0, fenceDelayMs: FENCE_MS };
+    const agents = ['p', 'q', 'r'].map((n) => env.agent(`late-${n}`));
+    for (const [i, a] of agents.entries()) await append(a, 1000 + 100 * i, 100);
+    const indexes = new VectorIndexes(env.store, limits);
+    for (const a of agents) {
+      expect(await indexes.nearest(a, MODEL, vector(0), 1)).toMatchObject({ available: false });
+    }
+    expect(await settledValue(() => indexes.size)).toBeLessThanOrEqual(limits.maxVectors);
+  });
+
+  it('refuses an agent larger than the budget, and takes it once it has shrunk to fit', async () => {
+    const limits = { maxVectors: 50, refusalRecheckMs: 0, fenceDelayMs: FENCE_MS };
+    const agentId = env.agent('shrinking');
+    await append(agentId, 2000, 80);
+    const indexes = new VectorIndexes(env.store, limits);
+    expect(await indexes.nearest(agentId, MODEL, vector(2001), 1)).toMatchObject({
+      available: false,
+      reason: expect.stringMatching(/80 vectors, more than this process may hold/),
+    });
+    await dropVectors(
+      env.store,
+      agentId,
+      Array.from({ length: 40 }, (_, i) => `${agentId}-v${2040 + i}`),
+      Date.now(),
+    );
+    expect(nearestId(await indexes.nearest(agentId, MODEL, vector(2001), 1))).toBe(`${agentId}-v2001`);
   });
 });

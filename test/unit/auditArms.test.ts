@@ -239,10 +239,12 @@ describe("memgate's arm: reclaim to a token budget", () => {
 describe('the hybrid ranker (--ranker hybrid)', () => {
   /** A unit vector at `angle` from the query's, in two dimensions: cosine = cos(angle). */
   const at = (angle: number) => Float32Array.from([Math.cos(angle), Math.sin(angle)]);
+  // Reference passages far from the query (cosines around 0), spread a little as real ones are.
+  const reference = Array.from({ length: 48 }, (_, i) => at(Math.PI / 2 + ((i % 12) - 6) * 0.02));
   const view = (vectors: [string, number][]): SemanticView => ({
     query: at(0),
     vectors: new Map(vectors.map(([id, angle]) => [id, at(angle)])),
-    minSimilarity: 0.8,
+    reference,
   });
 
   it('puts a unit that shares no word with the question but means it into the top k', () => {

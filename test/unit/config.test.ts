@@ -47,6 +47,18 @@ describe('configuration', () => {
     }
   });
 
+  // Ignored without a word, it would leave its owner believing a floor still applies.
+  it('refuses the retired MEMGATE_SEMANTIC_MIN_SIMILARITY, saying what replaced it', () => {
+    expect(() => parseConfig({ MEMGATE_SEMANTIC_MIN_SIMILARITY: '0.81' })).toThrow(
+      expect.objectContaining({
+        type: 'InvalidConfig',
+        variable: 'MEMGATE_SEMANTIC_MIN_SIMILARITY',
+        message: expect.stringContaining('background'),
+      }),
+    );
+    expect(() => parseConfig({ MEMGATE_SEMANTIC_MIN_SIMILARITY: '' })).not.toThrow();
+  });
+
   it('every variable has a description for the README', () => {
     for (const s of Object.values(CONFIG_SPECS)) expect(s.doc.length).toBeGreaterThan(5);
   });

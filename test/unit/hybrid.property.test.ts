@@ -1,12 +1,21 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { buildEntry, memoryPolicy, type MemoryPolicy } from '../../core/entry';
-import { fuseScores, LEXICAL_WEIGHT, semanticShare } from '../../core/hybrid';
+import {
+  backgroundOf,
+  foundByMeaning,
+  FOUND_AT_SPREADS,
+  FULL_AT_SPREADS,
+  fuseScores,
+  LEXICAL_WEIGHT,
+  semanticShare,
+  standing,
+  type Background,
+} from '../../core/hybrid';
 import { couldEnterTopK, rankHybrid, scoreLexical, type Candidate } from '../../core/recall';
 import { HOUR_MS } from '../../core/salience';
 import { terms } from '../../core/text';
 
-const FLOOR = 0.8;
 const ids = fc.uniqueArray(fc.constantFrom(...'abcdefghijklmnop'.split('')), { maxLength: 12 });
 const lexicalList = ids.chain((xs) =>
   fc.tuple(
@@ -22,14 +31,23 @@ const semanticList = ids.chain((xs) =>
     ),
   ),
 );
+/** Similarities of unrelated entries, as a model might spread them. */
+const sample = fc.array(fc.double({ min: 0.6, max: 0.85, noNaN: true }), { minLength: 8, maxLength: 80 });
+const ceiling = fc.double({ min: 1, max: 40, noNaN: true });
+
+/** A background of centre 0.75 and spread 0.02: 2 spreads up is 0.79, 6 is 0.87. */
+const BG: Background = { center: 0.75, spread: 0.02 };
 
 describe('fuseScores (core/hybrid.ts)', () => {
   it('holds each id once, says how it was found, and keeps relevance in [0, 1], best first (fast-check)', () => {
     fc.assert(
-      fc.property(lexicalList, semanticList, (lexical, semantic) => {
-        const fused = fuseScores(lexical, semantic, FLOOR);
+      fc.property(lexicalList, semanticList, sample, ceiling, (lexical, semantic, drawn, top) => {
+        const background = backgroundOf(drawn)!;
+        const fused = fuseScores({ scores: lexical, ceiling: top }, { similarities: semantic, background });
         const lex = new Set(lexical.map((l) => l.id));
-        const sem = new Set(semantic.filter((s) => s.similarity >= FLOOR).map((s) => s.id));
+        const sem = new Set(
+          semantic.filter((s) => foundByMeaning(s.similarity, background)).map((s) => s.id),
+        );
         expect(new Set(fused.map((f) => f.id))).toEqual(new Set([...lex, ...sem]));
         expect(fused).toHaveLength(new Set([...lex, ...sem]).size);
         for (const f of fused) {
@@ -45,29 +63,72 @@ describe('fuseScores (core/hybrid.ts)', () => {
     );
   });
 
-  it('without neighbours keeps the lexical order, each score a share of the best (fast-check)', () => {
+  // Another model puts its cosines on another scale: the same decisions must come out.
+  it('decides the same when every cosine is compressed into another range (fast-check)', () => {
     fc.assert(
-      fc.property(lexicalList, (lexical) => {
+      fc.property(
+        lexicalList,
+        semanticList,
+        sample,
+        ceiling,
+        fc.double({ min: 0.05, max: 3, noNaN: true }),
+        fc.double({ min: -0.5, max: 0.5, noNaN: true }),
+        (lexical, semantic, drawn, top, scale, shift) => {
+          const squeeze = (x: number) => scale * x + shift;
+          const background = backgroundOf(drawn)!;
+          const before = fuseScores(
+            { scores: lexical, ceiling: top },
+            { similarities: semantic, background },
+          );
+          // Rounding may tip a similarity exactly at the threshold, or a near-tie, either way.
+          fc.pre(
+            semantic.every((s) => Math.abs(standing(s.similarity, background) - FOUND_AT_SPREADS) > 1e-6),
+          );
+          fc.pre(before.every((f, i) => i === 0 || before[i - 1]!.relevance - f.relevance > 1e-9));
+          const after = fuseScores(
+            { scores: lexical, ceiling: top },
+            {
+              similarities: semantic.map((s) => ({ id: s.id, similarity: squeeze(s.similarity) })),
+              background: backgroundOf(drawn.map(squeeze))!,
+            },
+          );
+          expect(after.map((f) => [f.id, f.foundBy])).toEqual(before.map((f) => [f.id, f.foundBy]));
+          after.forEach((f, i) => expect(f.relevance).toBeCloseTo(before[i]!.relevance, 6));
+        },
+      ),
+    );
+  });
+
+  it('measures a lexical score against the ceiling, not against the best of the list (fast-check)', () => {
+    fc.assert(
+      fc.property(lexicalList, ceiling, (lexical, top) => {
         const sorted = [...lexical].sort((a, b) => b.score - a.score);
-        const fused = fuseScores(sorted, [], FLOOR);
+        const fused = fuseScores({ scores: sorted, ceiling: top });
         expect(fused.map((f) => f.id)).toEqual(sorted.map((l) => l.id));
-        if (sorted.length) expect(fused[0]!.relevance).toBeCloseTo(LEXICAL_WEIGHT, 12);
+        fused.forEach((f, i) =>
+          expect(f.relevance).toBeCloseTo(LEXICAL_WEIGHT * Math.min(1, sorted[i]!.score / top), 12),
+        );
       }),
     );
   });
 
-  it('drops a neighbour below the floor, and a strong match in both lists outranks one found by either alone', () => {
+  it('drops a neighbour that does not stand out of the background, and a match in both lists outranks either alone', () => {
     const fused = fuseScores(
-      [
-        { id: 'answer', score: 9 },
-        { id: 'one-word', score: 3 },
-      ],
-      [
-        { id: 'answer', similarity: 0.9 },
-        { id: 'paraphrase', similarity: 0.88 },
-        { id: 'unrelated', similarity: 0.7 },
-      ],
-      FLOOR,
+      {
+        scores: [
+          { id: 'answer', score: 9 },
+          { id: 'one-word', score: 3 },
+        ],
+        ceiling: 9,
+      },
+      {
+        similarities: [
+          { id: 'answer', similarity: 0.9 },
+          { id: 'paraphrase', similarity: 0.83 },
+          { id: 'unrelated', similarity: 0.77 },
+        ],
+        background: BG,
+      },
     );
     expect(fused.map((f) => [f.id, f.foundBy])).toEqual([
       ['answer', 'both'],
@@ -75,13 +136,27 @@ describe('fuseScores (core/hybrid.ts)', () => {
       ['one-word', 'lexical'],
     ]);
     expect(fused[0]!.relevance).toBeCloseTo(1, 12);
-    expect(fused[1]!.relevance).toBeCloseTo(0.5 * 0.8, 12);
-    expect(fused[2]!.relevance).toBeCloseTo(0.5 / 3, 12);
+    expect(fused[1]!.relevance).toBeCloseTo(
+      (1 - LEXICAL_WEIGHT) * ((4 - FOUND_AT_SPREADS) / (FULL_AT_SPREADS - FOUND_AT_SPREADS)),
+      12,
+    );
+    expect(fused[2]!.relevance).toBeCloseTo(LEXICAL_WEIGHT / 3, 12);
+  });
+});
+
+describe('backgroundOf (core/hybrid.ts)', () => {
+  it('is not moved by the few related entries a sample holds', () => {
+    const unrelated = Array.from({ length: 61 }, (_, i) => 0.7 + (i % 7) * 0.01);
+    const base = backgroundOf(unrelated)!;
+    const withMatches = backgroundOf([...unrelated, 0.95, 0.96, 0.97])!;
+    expect(withMatches.center).toBeCloseTo(base.center, 2);
+    expect(withMatches.spread).toBeCloseTo(base.spread, 2);
   });
 
-  it('gives every similarity at the floor its full share, rather than dividing by nothing', () => {
-    const fused = fuseScores([], [{ id: 'x', similarity: FLOOR }], FLOOR);
-    expect(fused).toEqual([{ id: 'x', relevance: 1 - LEXICAL_WEIGHT, foundBy: 'semantic' }]);
+  it('has no background without a sample, and a positive spread for identical similarities', () => {
+    expect(backgroundOf([])).toBeUndefined();
+    expect(backgroundOf([0.8, 0.8, 0.8])!.spread).toBeGreaterThan(0);
+    expect(foundByMeaning(0.8, backgroundOf([0.8, 0.8, 0.8])!)).toBe(false);
   });
 });
 
@@ -126,7 +201,7 @@ describe('rankHybrid (core/recall.ts)', () => {
     const hits = rankHybrid(scoreLexical(query, [answer, note]), [{ candidate: answer, similarity: 0.9 }], {
       now,
       k: 10,
-      minSimilarity: FLOOR,
+      background: BG,
       ...policy,
     });
     expect(hits.map((h) => [h.id, h.foundBy])).toEqual([
@@ -136,7 +211,31 @@ describe('rankHybrid (core/recall.ts)', () => {
     expect(hits[0]!.similarity).toBe(0.9);
     expect(hits[1]!.similarity).toBeUndefined();
   });
+
+  // What the issue saw: the question's best semantic match, below five fresher notes that
+  // each shared one incidental word with it.
+  it('keeps a strong match by meaning above fresher, more salient notes that share one word each', () => {
+    const answer = candidate(
+      'answer',
+      'I stopped drinking coffee because it ruined my sleep.',
+      0.5,
+      now - 24 * HOUR_MS,
+    );
+    const notes = ['reason', 'give', 'up'].map((word, i) =>
+      candidate(`note-${i}`, `Reminder: the ${word} item on the list.`, 1, now - HOUR_MS),
+    );
+    const query = terms('Why did I give up caffeine, and for what reason?');
+    const hits = rankHybrid(
+      scoreLexical(query, notes),
+      [{ candidate: answer, similarity: BG.center + FULL_AT_SPREADS * BG.spread }],
+      { now, k: 3, background: BG, ...policy },
+    );
+    expect(hits[0]).toMatchObject({ id: 'answer', foundBy: 'semantic' });
+  });
 });
+
+/** A query no candidate shares a word with. */
+const NO_WORDS = Object.assign([], { ceiling: 1 });
 
 describe("hybrid recall's stopping rule", () => {
   it('bounds what a neighbour that shares no word could score: no read it skips would have entered the top k (fast-check)', () => {
@@ -147,7 +246,7 @@ describe("hybrid recall's stopping rule", () => {
     const neighbour = fc.record({
       salience: fc.double({ min: 0.01, max: 1, noNaN: true }),
       age: fc.integer({ min: 0, max: 200 }),
-      similarity: fc.double({ min: FLOOR, max: 1, noNaN: true }),
+      similarity: fc.double({ min: BG.center + FOUND_AT_SPREADS * BG.spread, max: 1, noNaN: true }),
     });
     fc.assert(
       fc.property(
@@ -157,25 +256,26 @@ describe("hybrid recall's stopping rule", () => {
           const all = rows
             .map((r, i) => ({ candidate: entry(i, r.salience, r.age), similarity: r.similarity }))
             .sort((a, b) => b.similarity - a.similarity);
-          const best = all[0]!.similarity;
-          const opts = { now, k, minSimilarity: FLOOR, bestSimilarity: best, ...policy };
-          const full = rankHybrid([], all, opts);
+          const opts = { now, k, background: BG, ...policy };
+          const full = rankHybrid(NO_WORDS, all, opts);
           // Read nearest first, stopping where the rule says; the answer must be the same.
           const read: typeof all = [];
           for (const n of all) {
-            if (!couldEnterTopK(rankHybrid([], read, opts), k, semanticShare(n.similarity, FLOOR, best)))
-              break;
+            if (!couldEnterTopK(rankHybrid(NO_WORDS, read, opts), k, semanticShare(n.similarity, BG))) break;
             read.push(n);
           }
-          expect(rankHybrid([], read, opts).map((h) => h.id)).toEqual(full.map((h) => h.id));
+          expect(rankHybrid(NO_WORDS, read, opts).map((h) => h.id)).toEqual(full.map((h) => h.id));
         },
       ),
     );
   });
 
-  it('gives the best similarity the whole semantic share and the floor none', () => {
-    expect(semanticShare(0.9, 0.8, 0.9)).toBeCloseTo(1 - LEXICAL_WEIGHT, 12);
-    expect(semanticShare(0.8, 0.8, 0.9)).toBe(0);
-    expect(semanticShare(0.85, 0.8, 0.9)).toBeCloseTo((1 - LEXICAL_WEIGHT) / 2, 12);
+  it('gives a similarity FULL_AT_SPREADS above the background the whole semantic share, and one FOUND_AT_SPREADS above none', () => {
+    const at = (spreads: number) => BG.center + spreads * BG.spread;
+    expect(semanticShare(at(FULL_AT_SPREADS), BG)).toBeCloseTo(1 - LEXICAL_WEIGHT, 12);
+    expect(semanticShare(at(FULL_AT_SPREADS + 3), BG)).toBeCloseTo(1 - LEXICAL_WEIGHT, 12);
+    expect(semanticShare(at(FOUND_AT_SPREADS), BG)).toBeCloseTo(0, 12);
+    const middle = (FOUND_AT_SPREADS + FULL_AT_SPREADS) / 2;
+    expect(semanticShare(at(middle), BG)).toBeCloseTo((1 - LEXICAL_WEIGHT) / 2, 12);
   });
 });

@@ -1,0 +1,248 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Entry } from '../../core/entry';
+import type { Store, VectorRecord } from '../../store/db';
+import { FeedReader } from '../../store/vectorFeed';
+import {
+  changeId,
+  clearVectorRecords,
+  dropVectors,
+  logChanges,
+  storeVectors,
+  takeChangeNumbers,
+  textHash,
+  writeVectorRecords,
+  type ToEmbed,
+} from '../../store/vectors';
+import { startTestEnv, type TestEnv } from '../support/env';
+
+/**
+ * The vector feed against the real store: every process's reader applies every write and
+ * erasure of every other, whatever order concurrent writers land in. A writer that is slow,
+ * that overlaps another, that crashes after taking its numbers or after logging them: no
+ * record is skipped, and a reader that stops waiting for a number fences it first, so no
+ * record can land at it after. The writers are driven step by step (numbers, log, records:
+ * the steps storeVectors and dropVectors take in that order) to force each interleaving.
+ */
+
+let env: TestEnv;
+beforeAll(async () => {
+  env = await startTestEnv();
+});
+afterAll(async () => {
+  await env?.close();
+});
+
+const SPACE = { model: 'test-model', dimensions: 8 };
+/** Long enough that no test that does not wait for it meets it. */
+const NEVER = 10 * 60_000;
+/** What a test that waits for the fence waits for. */
+const FENCE_MS = 200;
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function vector(i: number): Float32Array {
+  const v = Float32Array.from({ length: SPACE.dimensions }, (_, d) => Math.sin(i * 7.1 + d * 1.3) + 1.5);
+  const norm = Math.hypot(...v);
+  return v.map((x) => x / norm);
+}
+
+type Item = ToEmbed & { vector: Float32Array };
+
+function items(agentId: string, from: number, n: number): Item[] {
+  return Array.from({ length: n }, (_, k) => {
+    const i = from + k;
+    const text = `memory ${i}`;
+    return { id: `${agentId}-e${i}`, tier: 'hot', text, textHash: textHash(text), vector: vector(i) };
+  });
+}
+
+const ids = (xs: readonly Item[]) => xs.map((x) => x.id);
+
+/** A writer's first two steps: numbers, then the log. */
+async function numbered(agentId: string, xs: readonly Item[]): Promise<number[]> {
+  return logChanges(env.store, agentId, ids(xs), await takeChangeNumbers(env.store, agentId, xs.length));
+}
+
+/** What a process's index holds: each entry's state as the reader returned it, checked never to go back. */
+class Applied {
+  readonly states = new Map<string, VectorRecord>();
+  add(records: readonly VectorRecord[]): number {
+    for (const r of records) {
+      expect(r.seq).toBeGreaterThanOrEqual(this.states.get(r._id)?.seq ?? 0);
+      this.states.set(r._id, r);
+    }
+    return records.length;
+  }
+}
+
+const state = (r: VectorRecord) => ({
+  seq: r.seq,
+  textHash: r.textHash,
+  vector: r.vector?.toString('base64'),
+});
+
+/** The applied states are exactly the store's records of the agent. */
+async function expectCurrent(applied: Applied, agentId: string, count: number): Promise<void> {
+  const stored = await env.store.vectors.find({ agentId }).toArray();
+  expect(stored).toHaveLength(count);
+  expect(applied.states.size).toBe(count);
+  for (const r of stored) expect(state(applied.states.get(r._id)!), r._id).toEqual(state(r));
+}
+
+describe('a reader of the vector feed', () => {
+  it('applies every record of a slow writer that overlaps another, as each lands', async () => {
+    const agentId = env.agent('overlap');
+    const reader = await FeedReader.start(env.store, agentId, { fenceDelayMs: NEVER });
+    const applied = new Applied();
+    const a = items(agentId, 0, 300);
+    const b = items(agentId, 300, 600);
+
+    // A takes 300 numbers and stalls; B takes 600 after it and lands them all.
+    const aFirst = await takeChangeNumbers(env.store, agentId, a.length);
+    await writeVectorRecords(env.store, agentId, SPACE, b, await numbered(agentId, b), Date.now());
+    expect(applied.add(await reader.next())).toBe(600);
+    expect(reader).toMatchObject({ counter: 900, settled: 0, unresolved: 300 });
+
+    // A logs its 300 and lands 50 of them.
+    const aSeqs = await logChanges(env.store, agentId, ids(a), aFirst);
+    expect(aSeqs).toEqual(a.map((_, i) => aFirst + i));
+    await writeVectorRecords(env.store, agentId, SPACE, a.slice(0, 50), aSeqs.slice(0, 50), Date.now());
+    expect(applied.add(await reader.next())).toBe(50);
+    expect(reader).toMatchObject({ settled: 50, unresolved: 250 });
+
+    // Then the rest.
+    await writeVectorRecords(env.store, agentId, SPACE, a.slice(50), aSeqs.slice(50), Date.now());
+    expect(applied.add(await reader.next())).toBe(250);
+    expect(reader).toMatchObject({ settled: 900, unresolved: 0 });
+    await expectCurrent(applied, agentId, 900);
+
+    // A reader that starts now begins where this one stood, and has nothing to read.
+    const later = await FeedReader.start(env.store, agentId, { fenceDelayMs: NEVER });
+    expect(later).toMatchObject({ settled: 900, counter: 900, unresolved: 0 });
+    expect(await later.next()).toEqual([]);
+  });
+
+  it('fences the numbers of a writer that stalls before logging them; the writer, late, takes others and lands', async () => {
+    const agentId = env.agent('fenced');
+    const reader = await FeedReader.start(env.store, agentId, { fenceDelayMs: FENCE_MS });
+    const applied = new Applied();
+    const a = items(agentId, 0, 300);
+    const b = items(agentId, 300, 600);
+
+    const aFirst = await takeChangeNumbers(env.store, agentId, a.length);
+    await writeVectorRecords(env.store, agentId, SPACE, b, await numbered(agentId, b), Date.now());
+    expect(applied.add(await reader.next())).toBe(600);
+    expect(reader).toMatchObject({ settled: 0, unresolved: 300 });
+
+    // Past the fence delay, the reader claims A's numbers: nothing can land at them now.
+    await pause(FENCE_MS + 50);
+    expect(await reader.next()).toEqual([]);
+    expect(reader).toMatchObject({ settled: 900, unresolved: 0 });
+    expect(await env.store.vectorChanges.findOne({ _id: changeId(agentId, aFirst) })).toMatchObject({
+      fenced: true,
+    });
+
+    // A comes back: every number it took is taken in the log, so it logs at fresh ones.
+    const aSeqs = await logChanges(env.store, agentId, ids(a), aFirst);
+    expect(Math.min(...aSeqs)).toBeGreaterThan(900);
+    await writeVectorRecords(env.store, agentId, SPACE, a, aSeqs, Date.now());
+    expect(applied.add(await reader.next())).toBe(300);
+    expect(reader).toMatchObject({ settled: 1_200, unresolved: 0 });
+    await expectCurrent(applied, agentId, 900);
+  });
+
+  it('holds the changes of a writer that crashed after logging them, and applies the later changes of their entries', async () => {
+    const agentId = env.agent('crashed');
+    const counted = countingPointReads();
+    const reader = await FeedReader.start(counted.store, agentId, { fenceDelayMs: FENCE_MS });
+    const applied = new Applied();
+    const a = items(agentId, 0, 300);
+    const b = items(agentId, 300, 600);
+
+    // A logs its changes and crashes before its records.
+    const aSeqs = await numbered(agentId, a);
+    await writeVectorRecords(env.store, agentId, SPACE, b, await numbered(agentId, b), Date.now());
+    expect(applied.add(await reader.next())).toBe(600);
+    expect(reader).toMatchObject({ settled: 0, unresolved: 300 });
+
+    // Past the fence delay nothing is fenced (A's changes are logged) nor skipped: each is
+    // pending, and costs a point read of its record per call.
+    await pause(FENCE_MS + 50);
+    const before = counted.count();
+    expect(await reader.next()).toEqual([]);
+    expect(counted.count() - before).toBe(300);
+    expect(reader).toMatchObject({ settled: 0, unresolved: 300 });
+
+    // A's entries are embedded again (its activity retried): those later changes resolve A's.
+    const retried = a.map((item, i) => ({ ...item, vector: vector(10_000 + i) }));
+    await writeVectorRecords(
+      env.store,
+      agentId,
+      SPACE,
+      retried,
+      await numbered(agentId, retried),
+      Date.now(),
+    );
+    expect(applied.add(await reader.next())).toBe(300);
+    expect(reader).toMatchObject({ settled: 1_200, unresolved: 0 });
+    await expectCurrent(applied, agentId, 900);
+
+    // Had A only been slow, its records now land at numbers lower than the retry's: they
+    // change nothing.
+    await writeVectorRecords(env.store, agentId, SPACE, a, aSeqs, Date.now());
+    expect(await reader.next()).toEqual([]);
+    await expectCurrent(applied, agentId, 900);
+  });
+
+  it('applies erasures the same way: a slow eraser overlapped by others, and the production path', async () => {
+    const agentId = env.agent('erasures');
+    const all = items(agentId, 0, 40);
+    // The entries, as far as storeVectors reads them (their text, to check the vector's).
+    await env.store.hot.insertMany(
+      all.map((x) => ({ _id: x.id, agentId, text: x.text }) as unknown as Entry),
+    );
+    const reader = await FeedReader.start(env.store, agentId, { fenceDelayMs: NEVER });
+    const applied = new Applied();
+    const kept = await storeVectors(env.store, agentId, SPACE, all, Date.now());
+    expect(kept).toHaveLength(40);
+    expect(applied.add(await reader.next())).toBe(40);
+
+    // A slow eraser takes and logs numbers for the first ten; the next ten are erased by
+    // dropVectors meanwhile, and land before it.
+    const slow = ids(all.slice(0, 10));
+    const slowSeqs = await logChanges(
+      env.store,
+      agentId,
+      slow,
+      await takeChangeNumbers(env.store, agentId, slow.length),
+    );
+    const quick = ids(all.slice(10, 20));
+    await env.store.hot.deleteMany({ agentId, _id: { $in: [...slow, ...quick] } });
+    await dropVectors(env.store, agentId, quick, Date.now());
+    expect(applied.add(await reader.next())).toBe(10);
+    expect(reader.unresolved).toBe(10);
+    await clearVectorRecords(env.store, agentId, slow, slowSeqs, Date.now());
+    expect(applied.add(await reader.next())).toBe(10);
+    expect(reader.unresolved).toBe(0);
+
+    for (const id of [...slow, ...quick]) expect(applied.states.get(id)?.vector).toBeUndefined();
+    for (const x of all.slice(20)) expect(applied.states.get(x.id)?.vector).toBeDefined();
+    await expectCurrent(applied, agentId, 40);
+  });
+});
+
+/** The test's store, counting its point reads of records (by `_id`). */
+function countingPointReads(): { store: Store; count: () => number } {
+  let reads = 0;
+  const vectors = new Proxy(env.store.vectors, {
+    get: (target, prop, receiver) => {
+      const value = Reflect.get(target, prop, receiver) as unknown;
+      if (prop !== 'findOne' || typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        reads++;
+        return (value as (...a: unknown[]) => unknown).apply(target, args);
+      };
+    },
+  });
+  return { store: { ...env.store, vectors }, count: () => reads };
+}
