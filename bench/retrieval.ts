@@ -2,7 +2,7 @@
  * Turn-level retrieval on LongMemEval-format questions: for each question, every turn of its
  * haystack (both roles) ranked for the question text, lexically (memgate's BM25 over the turns
  * sharing a term with it) and hybrid (the fusion of those scores with the similarities of
- * the `semanticDepth(10)` nearest turns above the similarity floor, as hybrid recall fuses
+ * the `semanticDepth(10)` nearest turns, each against the question's background, as hybrid recall fuses
  * them: core/hybrid.ts). The evidence
  * turns (`has_answer`) are the relevant ones; a question without any is skipped.
  *
