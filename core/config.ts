@@ -497,7 +497,7 @@ export const CONFIG_SPECS = {
     schema: count,
     allowed: 'a positive integer',
     default: '1000000',
-    doc: "vectors a recall-serving process (and a worker clustering by meaning) holds in memory, over all agents (about 420 bytes each); past it the least recently recalled agent's index is dropped, and an agent larger than the whole bound is recalled lexically, said in its results",
+    doc: "vectors one process holds in memory (about 420 bytes each), over all agents, its recall and its worker's clustering by meaning together, loads in flight counted; past it the least recently recalled agent's index is dropped, and an agent larger than the whole budget is recalled lexically, said in its results, until it shrinks to fit",
   }),
   recallIndexWaitMs: spec({
     env: 'MEMGATE_RECALL_INDEX_WAIT_MS',

@@ -5,6 +5,7 @@ import { buildEntry, memoryPolicy } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { entryId, insertNewEntries } from '../../store/entries';
 import { startTestEnv, type TestEnv } from '../support/env';
+import { MEMORIES, PARAPHRASE } from '../support/memories';
 import { untilEmbedded } from '../support/embedded';
 
 /**
@@ -22,15 +23,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await env?.close();
 });
-
-const MEMORIES = [
-  'My favourite colour is teal.',
-  'The quarterly report is due on the fifth of March.',
-  'Our office moved to a building near the harbour.',
-  'The espresso machine on floor two needs descaling.',
-];
-// No word in common with the first memory (after stop words and stemming).
-const PARAPHRASE = 'Which hue do I prefer?';
 
 describe('recall without embeddings says it is lexical only', () => {
   it('with no endpoint, and with an endpoint that fails', async () => {

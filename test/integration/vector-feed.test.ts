@@ -89,19 +89,26 @@ async function expectCurrent(applied: Applied, agentId: string, count: number): 
   for (const r of stored) expect(state(applied.states.get(r._id)!), r._id).toEqual(state(r));
 }
 
+/**
+ * A reader, then writer A taking 300 numbers and stalling, then B taking 600 after it and
+ * landing them all, read once: the start of every slow-writer case.
+ */
+async function overtaken(name: string, fenceDelayMs: number) {
+  const agentId = env.agent(name);
+  const reader = await FeedReader.start(env.store, agentId, { fenceDelayMs });
+  const applied = new Applied();
+  const a = items(agentId, 0, 300);
+  const b = items(agentId, 300, 600);
+  const aFirst = await takeChangeNumbers(env.store, agentId, a.length);
+  await writeVectorRecords(env.store, agentId, SPACE, b, await numbered(agentId, b), Date.now());
+  expect(applied.add(await reader.next())).toBe(600);
+  expect(reader).toMatchObject({ counter: 900, settled: 0, unresolved: 300 });
+  return { agentId, reader, applied, a, aFirst };
+}
+
 describe('a reader of the vector feed', () => {
   it('applies every record of a slow writer that overlaps another, as each lands', async () => {
-    const agentId = env.agent('overlap');
-    const reader = await FeedReader.start(env.store, agentId, { fenceDelayMs: NEVER });
-    const applied = new Applied();
-    const a = items(agentId, 0, 300);
-    const b = items(agentId, 300, 600);
-
-    // A takes 300 numbers and stalls; B takes 600 after it and lands them all.
-    const aFirst = await takeChangeNumbers(env.store, agentId, a.length);
-    await writeVectorRecords(env.store, agentId, SPACE, b, await numbered(agentId, b), Date.now());
-    expect(applied.add(await reader.next())).toBe(600);
-    expect(reader).toMatchObject({ counter: 900, settled: 0, unresolved: 300 });
+    const { agentId, reader, applied, a, aFirst } = await overtaken('overlap', NEVER);
 
     // A logs its 300 and lands 50 of them.
     const aSeqs = await logChanges(env.store, agentId, ids(a), aFirst);
@@ -123,16 +130,7 @@ describe('a reader of the vector feed', () => {
   });
 
   it('fences the numbers of a writer that stalls before logging them; the writer, late, takes others and lands', async () => {
-    const agentId = env.agent('fenced');
-    const reader = await FeedReader.start(env.store, agentId, { fenceDelayMs: FENCE_MS });
-    const applied = new Applied();
-    const a = items(agentId, 0, 300);
-    const b = items(agentId, 300, 600);
-
-    const aFirst = await takeChangeNumbers(env.store, agentId, a.length);
-    await writeVectorRecords(env.store, agentId, SPACE, b, await numbered(agentId, b), Date.now());
-    expect(applied.add(await reader.next())).toBe(600);
-    expect(reader).toMatchObject({ settled: 0, unresolved: 300 });
+    const { agentId, reader, applied, a, aFirst } = await overtaken('fenced', FENCE_MS);
 
     // Past the fence delay, the reader claims A's numbers: nothing can land at them now.
     await pause(FENCE_MS + 50);

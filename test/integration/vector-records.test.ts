@@ -4,6 +4,7 @@ import { inject } from 'vitest';
 import { MemgateClient } from '../../client/client';
 import { DAY_MS } from '../../core/salience';
 import { startTestEnv, type TestEnv } from '../support/env';
+import { MEMORIES, PARAPHRASE } from '../support/memories';
 import { untilEmbedded } from '../support/embedded';
 import { paddedEmbeddings } from '../support/paddedEmbeddings';
 
@@ -23,17 +24,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await env?.close();
 });
-
-const MEMORIES = [
-  'My favourite colour is teal.',
-  'The quarterly report is due on the fifth of March.',
-  'Our office moved to a building near the harbour.',
-  'The espresso machine on floor two needs descaling.',
-  'The dentist appointment is on Friday morning.',
-  'Our cat refuses to eat the new brand of food.',
-];
-// No word in common with the first memory (after stop words and stemming).
-const PARAPHRASE = 'Which hue do I prefer?';
 
 async function written(agentId: string): Promise<string[]> {
   const { entries } = await env.client.write({
