@@ -128,15 +128,20 @@ async function embeddingsEndpoint(config: Config): Promise<{ url: string; starte
 
 const ids = (ranking: readonly { id: string }[]) => ranking.map((r) => r.id);
 
-/** The query's similarities to the reference passages, as hybrid recall adds them to its background. */
-function referenceSimilarities(cache: EmbeddingCache, question: string): number[] {
-  const query = cache.get('query', question)!;
-  return REFERENCE_PASSAGES.map((p) => {
-    const v = cache.get('passage', p)!;
-    let dot = 0;
-    for (let i = 0; i < query.length; i++) dot += query[i]! * v[i]!;
-    return dot;
-  });
+/**
+ * The query's similarities to the reference passages, as hybrid recall adds them to its
+ * background; `scale` alters every vector alike (measureParaphrases' other scales).
+ */
+function referenceSimilarities(
+  cache: EmbeddingCache,
+  question: string,
+  scale: (v: Float32Array) => Float32Array = (v) => v,
+): number[] {
+  const query = scale(cache.get('query', question)!);
+  return cosineRanking(
+    query,
+    REFERENCE_PASSAGES.map((p) => ({ id: p, vector: scale(cache.get('passage', p)!) })),
+  ).map((r) => r.similarity);
 }
 
 /**
@@ -305,16 +310,8 @@ async function measureParaphrases(
         const query = scale(cache.get('query', f.question)!);
         const lexical = bm25Ranking(f.question, docs);
         const semantic = cosineRanking(query, vectors);
-        const background = cosineRanking(
-          query,
-          reference.map((r, i) => ({ id: String(i), vector: scale(r) })),
-        );
-        const hybrid = hybridRanking(
-          lexical,
-          semantic,
-          background.map((b) => b.similarity),
-          depth,
-        );
+        const background = referenceSimilarities(cache, f.question, scale);
+        const hybrid = hybridRanking(lexical, semantic, background, depth);
         const inTop = (ranking: readonly string[]) => ranking.slice(0, PARAPHRASE_K).includes(id);
         if (inTop(ids(lexical))) counts.lexicalTop5++;
         if (inTop(ids(semantic))) counts.semanticTop5++;

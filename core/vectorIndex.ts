@@ -209,10 +209,7 @@ export class VectorIndex {
       throw new InvalidInputError('invalid search', [{ path: 'k', message: `${k} is not an integer` }]);
     }
     if (k < 1 || this.size === 0) return [];
-    const q = new Int32Array(4 * this.stride);
-    const step = this.queryMax / shape.largest;
-    for (let i = 0; i < this.dimensions; i++) q[i] = Math.round(query[i]! * step);
-    const queryScale = shape.largest / (this.queryMax * shape.norm);
+    const { q, queryScale } = this.quantiseQuery(query, shape);
 
     const best = new Best(Math.min(k, this.size));
     const p = this.partition;
@@ -243,11 +240,7 @@ export class VectorIndex {
    * against (core/hybrid.ts).
    */
   sampleSimilarities(query: Float32Array, n: number): number[] {
-    const shape = this.shapeOf(query, 'query');
-    const q = new Int32Array(4 * this.stride);
-    const step = this.queryMax / shape.largest;
-    for (let i = 0; i < this.dimensions; i++) q[i] = Math.round(query[i]! * step);
-    const queryScale = shape.largest / (this.queryMax * shape.norm);
+    const { q, queryScale } = this.quantiseQuery(query, this.shapeOf(query, 'query'));
     const count = Math.min(n, this.size);
     const out: number[] = [];
     for (let i = 0; i < count; i++) {
@@ -257,6 +250,14 @@ export class VectorIndex {
       out.push(queryScale * chunk.scales[at]! * dot(q, chunk.words, at * this.stride, this.stride));
     }
     return out;
+  }
+
+  /** The query in the integer range `dot` takes, and the scale back to a cosine. */
+  private quantiseQuery(query: Float32Array, shape: Shape): { q: Int32Array; queryScale: number } {
+    const q = new Int32Array(4 * this.stride);
+    const step = this.queryMax / shape.largest;
+    for (let i = 0; i < this.dimensions; i++) q[i] = Math.round(query[i]! * step);
+    return { q, queryScale: shape.largest / (this.queryMax * shape.norm) };
   }
 
   private consider(
