@@ -96,6 +96,20 @@ function layers() {
       ),
     },
     {
+      // The vector engine is a derived index: core, usearch and Node only, never the store.
+      files: ['vectorEngine/*.ts'],
+      rules: rule(
+        [
+          notBench,
+          {
+            regex: '^(?!usearch$|node:|\\./|\\.\\./core/)',
+            message: 'vectorEngine/ imports only core, usearch and Node.',
+          },
+        ],
+        [mongodb],
+      ),
+    },
+    {
       files: ['activities/*.ts', 'audit/activities.ts', 'audit/longMemEval.ts'],
       rules: rule(
         [

@@ -20,7 +20,7 @@ import { mongoNight } from '../store/nightStore';
 import { heartbeat, heartbeating } from './liveness';
 import type { EmbeddingsEndpoint } from '../llm';
 import type { MeaningNeighbours } from '../core/nightly/clusters';
-import type { Neighbour } from '../core/vectorIndex';
+import type { Neighbour } from '../vectorEngine/protocol';
 import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
 import { vectorsOf } from '../store/vectors';
 

@@ -22,12 +22,16 @@
  * "growthExponent","hybridGrowthExponent"}, the exponents being the log-log slopes of default
  * p99 between the smallest and largest size.
  */
-import { buildEntry, memoryPolicy, type Entry } from '../core/entry';
+import { buildEntry, memoryPolicy, type Entry, type Tier } from '../core/entry';
+import { recallStateOf } from '../core/recall';
 import { DAY_MS } from '../core/salience';
 import { entryId, indexedEntry } from '../store/entries';
 import { adjustDocumentFrequencies } from '../store/terms';
+import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { promisify } from 'node:util';
 import { MemgateClient } from '../client/client';
 import { createEmbedder } from '../llm';
 import { listQuestions, loadQuestion } from '../audit/longMemEval';
@@ -36,6 +40,7 @@ import { openEmbeddingCache } from '../llm/embeddingCache';
 import { embeddingCacheDir } from '../stack/stack';
 import { emit, growthExponent, percentile, round, startBenchEnv } from './support';
 
+const run = promisify(execFile);
 const SIZES = (process.env.BENCH_RECALL_SIZES ?? '10000,50000,250000').split(',').map(Number);
 const QUERIES = Number(process.env.BENCH_RECALL_QUERIES ?? 50);
 const BASE_VECTORS = Number(process.env.BENCH_RECALL_BASE_VECTORS ?? 2000);
@@ -44,6 +49,8 @@ const DATA =
 /** Per-dimension noise that leaves a perturbed unit vector at cosine ≈ 0.9 with its base (384 dimensions). */
 const NOISE = Math.sqrt((1 / 0.81 - 1) / 384);
 const BATCH = 1000;
+/** Entries (half hot, half cold) that land after the index has loaded: its growth, measured. */
+const GROW = Number(process.env.BENCH_RECALL_GROW ?? 10_000) / 2;
 
 const SUBJECTS = [
   'supplier',
@@ -90,7 +97,8 @@ async function main() {
   if (!('url' in env.endpoints.embeddings)) {
     throw new Error(`hybrid recall needs an embeddings endpoint: ${env.endpoints.embeddings.unavailable}`);
   }
-  const embedder = createEmbedder(env.config, env.endpoints.embeddings.url);
+  const embeddingsUrl = env.endpoints.embeddings.url;
+  const embedder = createEmbedder(env.config, embeddingsUrl);
   const cache = openEmbeddingCache(embeddingCacheDir(env.config), embedder.model, embedder.dimensions);
   const texts = baseTexts();
   await cache.fill(embedder, 'passage', texts, (done, missing) =>
@@ -106,8 +114,8 @@ async function main() {
   const vrand = prng(7);
   let seq = 0;
   /** Vector records for the entries, as the agent's workflow leaves them, and the feed counter. */
-  async function vectorsFor(entries: Entry[]) {
-    const records = entries.map((e, i) => {
+  async function vectorsFor(entries: { entry: Entry; tier: Tier }[]) {
+    const records = entries.map(({ entry: e, tier }, i) => {
       const base = bases[(seq + i) % bases.length]!;
       const v = new Float32Array(base.length);
       let norm = 0;
@@ -121,8 +129,10 @@ async function main() {
         _id: e._id,
         agentId,
         model: embedder.model,
+        dimensions: embedder.dimensions,
         vector: encodeVector(v),
         textHash: '',
+        recall: recallStateOf(e, tier),
         seq: n,
         feedKey: feedKey(agentId, n),
         at: now,
@@ -171,7 +181,10 @@ async function main() {
       const cold = Array.from({ length: n }, () => ({ ...entry(loaded++), spilledAt: now }));
       await store.hot.insertMany(hot, { ordered: false });
       await store.cold.insertMany(cold, { ordered: false });
-      await vectorsFor([...hot, ...cold]);
+      await vectorsFor([
+        ...hot.map((entry) => ({ entry, tier: 'hot' as const })),
+        ...cold.map((entry) => ({ entry, tier: 'cold' as const })),
+      ]);
       for (const e of [...hot, ...cold]) termLists.push(e.terms);
     }
     await adjustDocumentFrequencies(store, agentId, termLists, 1);
@@ -181,13 +194,15 @@ async function main() {
    * Latencies of QUERIES recalls; a hybrid recall's exclude the query's embedding, which is
    * reported apart (the embeddings server's time, whatever the store's size).
    */
-  async function measure(client: MemgateClient, deep: boolean) {
+  async function measure(client: MemgateClient, deep: boolean, byMeaning = false) {
     const latencies: number[] = [];
     const embedding: number[] = [];
     let candidates = 0;
     let semantic = 0;
     for (let q = 0; q < QUERIES; q++) {
-      const query = `${SUBJECTS[q % SUBJECTS.length]} topic${(q * 37) % TOPICS} figure`;
+      const query = byMeaning
+        ? meaningQuery(q)
+        : `${SUBJECTS[q % SUBJECTS.length]} topic${(q * 37) % TOPICS} figure`;
       const s = performance.now();
       const res = await client.recall({ agentId, query, k: 10, deep });
       const embedMs = res.retrieval.mode === 'hybrid' ? res.retrieval.queryEmbeddingMs : 0;
@@ -206,6 +221,40 @@ async function main() {
     };
   }
 
+  /** A query with true neighbours: a base text, whose embedding each of its entries' vectors is near. */
+  const meaningQuery = (q: number) => texts[(q * 41) % texts.length]!;
+
+  /** The event loop's delay from now until `stop`, p99 and max in ms. */
+  function loopDelay() {
+    const h = monitorEventLoopDelay({ resolution: 5 });
+    h.enable();
+    return {
+      stop: () => {
+        h.disable();
+        return { p99Ms: round(h.percentile(99) / 1e6), maxMs: round(h.max / 1e6) };
+      },
+    };
+  }
+
+  /** bench/first-answer.ts in a new process, on this bench's store and index directory. */
+  async function firstAnswerInFreshProcess(query: string): Promise<unknown> {
+    const { stdout } = await run(
+      process.execPath,
+      ['--require', require.resolve('tsx/cjs'), join(__dirname, 'first-answer.ts'), agentId, query],
+      {
+        env: {
+          ...process.env,
+          MEMGATE_DB: env.config.database,
+          MEMGATE_VECTOR_INDEX_DIR: env.config.vectorIndexDir,
+          TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
+          MONGODB_URI: env.endpoints.mongoUri,
+          MEMGATE_EMBEDDINGS_URL: embeddingsUrl,
+        },
+      },
+    );
+    return JSON.parse(stdout.trim().split('\n').at(-1)!);
+  }
+
   const sizes = [];
   try {
     for (const size of SIZES) {
@@ -217,13 +266,23 @@ async function main() {
       await measure(lexical, false); // warm the caches of both servers once per size
       const gated = await measure(lexical, false);
       const deep = await measure(lexical, true);
-      // The first hybrid recall loads the agent's index from the store: timed on its own.
+      // The first hybrid recall loads the agent's index from the store: timed on its own,
+      // and the event loop's delay watched while the engine thread builds it.
+      const whileLoading = loopDelay();
       const l0 = performance.now();
-      await env.client.recall({ agentId, query: 'figure', k: 10 });
+      await env.client.recall({ agentId, query: meaningQuery(0), k: 10 });
       const indexLoadS = (performance.now() - l0) / 1000;
-      await measure(env.client, false);
-      const hybrid = await measure(env.client, false);
-      const hybridDeep = await measure(env.client, true);
+      const loadDelay = whileLoading.stop();
+      // The index grows: GROW more entries and vectors land, and a recall reads them in.
+      const whileGrowing = loopDelay();
+      await load(GROW);
+      await env.client.recall({ agentId, query: meaningQuery(1), k: 10 });
+      const growDelay = whileGrowing.stop();
+      await measure(env.client, false, true);
+      const hybrid = await measure(env.client, false, true);
+      const hybridDeep = await measure(env.client, true, true);
+      // A process that starts now opens the index the load persisted.
+      const firstAnswer = await firstAnswerInFreshProcess(meaningQuery(2));
       sizes.push({
         entries: size,
         p50Ms: round(percentile(gated.latencies, 50)),
@@ -240,7 +299,9 @@ async function main() {
           candidatesPerQuery: round(hybrid.candidatesPerQuery, 1),
           semanticHitsPerQuery: round(hybrid.semanticPerQuery, 1),
           indexLoadS: round(indexLoadS, 1),
-          vectors: 2 * size,
+          vectors: loaded,
+          eventLoopDelay: { whileLoading: loadDelay, whileGrowing: growDelay },
+          firstAnswer,
         },
       });
       console.error(`[recall] ${JSON.stringify(sizes[sizes.length - 1])}`);

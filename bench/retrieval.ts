@@ -37,7 +37,7 @@ import {
   semanticDepth,
 } from '../core/hybrid';
 import { REFERENCE_PASSAGES } from '../core/referencePassages';
-import { seededRandom } from '../core/vectorIndex';
+import { seededRandom } from '../core/seededRandom';
 import { createEmbedder } from '../llm';
 import type { Embedder } from '../llm/embedder';
 import {

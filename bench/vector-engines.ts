@@ -46,7 +46,7 @@ import { setTimeout as sleep, setImmediate as yieldToLoop } from 'node:timers/pr
 import { Index, MetricKind, ScalarKind } from 'usearch';
 import { dependencies } from '../package.json';
 import { parseConfig } from '../core/config';
-import { VectorIndex, seededRandom } from '../core/vectorIndex';
+import { seededRandom } from '../core/seededRandom';
 import { expandHome } from '../stack/stack';
 import { emit, percentile, round } from './support';
 
@@ -81,7 +81,7 @@ const LANCEDB_VERSION = '0.31.0';
 const ARROW_VERSION = '18.1.0';
 const HNSWLIB_VERSION = '3.0.0';
 
-const ENGINES = ['homeMade', 'usearch', 'usearchF16', 'hnswlib', 'lancedb'] as const;
+const ENGINES = ['usearch', 'usearchF16', 'hnswlib', 'lancedb'] as const;
 type EngineName = (typeof ENGINES)[number];
 type Phase = 'build' | 'open' | 'view';
 
@@ -221,31 +221,6 @@ async function eachVector(n: number, add: (i: number) => void): Promise<void> {
 }
 
 const row = (vectors: Float32Array, i: number) => vectors.subarray(i * DIMENSIONS, (i + 1) * DIMENSIONS);
-
-function homeMade(): Engine {
-  async function build(data: Data, clock: Clock): Promise<Searchable> {
-    const index = new VectorIndex(DIMENSIONS);
-    await eachVector(data.n, (i) => clock.call(() => index.upsert(String(i), row(data.vectors, i))));
-    const ids = (query: Float32Array, k: number, accept?: (id: string) => boolean) =>
-      index.search(query, k, accept).map((hit) => Number(hit.id));
-    return {
-      search: (query, k) => ids(query, k),
-      filtered: (query, k) => ids(query, k, (id) => data.allowed[Number(id)] === 1),
-      bytes: () => index.bytes,
-    };
-  }
-  return {
-    version: 'core/vectorIndex.ts',
-    index: 'IVF over int8 codes, about 2·√n lists, 8,192 vectors scored per search',
-    filter:
-      '`accept(id)` asked during the search about ids that would rank; probes further lists until k pass',
-    blocking:
-      'all synchronous; upsert retrains the partition inline when the index doubles (the longest build step); no persistence: a restart rebuilds from the stored vectors',
-    build: (data, _dir, clock) => build(data, clock),
-    // A restart re-reads the vectors and builds the index anew: the open is a rebuild.
-    open: (data, _dir, _phase, clock) => build(data, clock),
-  };
-}
 
 function usearchConfig(quantization: ScalarKind) {
   return {
@@ -588,8 +563,6 @@ function lancedbNativePackage(): string {
 function engineNamed(name: EngineName): Engine | string {
   const cache = join(resolve(expandHome(parseConfig(process.env).cacheDir)), 'bench-engines');
   switch (name) {
-    case 'homeMade':
-      return homeMade();
     case 'usearch':
       return usearchEngine(ScalarKind.I8);
     case 'usearchF16':
@@ -742,7 +715,7 @@ function settledMemory(): number {
 async function runJob(job: Job): Promise<BuildReport | OpenReport> {
   const engine = engineNamed(job.engine);
   if (typeof engine === 'string') throw new Error(engine);
-  const data = readData(job.dataDir, job.phase === 'build' || job.engine === 'homeMade');
+  const data = readData(job.dataDir, job.phase === 'build');
   const baseline = settledMemory();
   const clock = await Clock.start();
   if (job.phase !== 'build') {
@@ -779,7 +752,7 @@ async function runJob(job: Job): Promise<BuildReport | OpenReport> {
     engineBytes: index.bytes?.() ?? null,
     saveMs,
     saveBlocking,
-    fileBytes: job.engine === 'homeMade' ? null : bytesUnder(job.indexDir),
+    fileBytes: bytesUnder(job.indexDir),
     search,
     erasure: engine.erasure ? await engine.erasure(data, erasureDir) : null,
   };

@@ -312,6 +312,7 @@ export class MemgateClient {
       verifyStore(this.store, {
         ...(agentId !== undefined && { agentId }),
         batch: this.config.nightlyBatch,
+        vectorIndexDir: this.config.vectorIndexDir,
       }),
     );
   }
@@ -327,7 +328,7 @@ export class MemgateClient {
   }
 
   async close(): Promise<void> {
-    this.vectorIndexes.close();
+    await this.vectorIndexes.close();
     await this.temporal.connection.close();
     await this.store.close();
   }

@@ -497,14 +497,21 @@ export const CONFIG_SPECS = {
     schema: count,
     allowed: 'a positive integer',
     default: '1000000',
-    doc: "vectors one process holds in memory (about 420 bytes each), over all agents, its recall and its worker's clustering by meaning together, loads in flight counted; past it the least recently recalled agent's index is dropped, and an agent larger than the whole budget is recalled lexically, said in its results, until it shrinks to fit",
+    doc: "vectors one process holds in memory (about 1 KB each at 384 dimensions, in its vector engine thread), over all agents, its recall and its worker's clustering by meaning together, loads in flight counted; past it the least recently recalled agent's index is dropped, and an agent larger than the whole budget is recalled lexically, said in its results, until it shrinks to fit",
+  }),
+  vectorIndexDir: spec({
+    env: 'MEMGATE_VECTOR_INDEX_DIR',
+    schema: text,
+    allowed: 'a directory path',
+    default: '.memgate/vector-indexes',
+    doc: "where a recall-serving process persists its agents' vector indexes (derived from the store, never the only copy), so that a restart opens them and reads only the changes since instead of every vector; one directory per process, on its own disk",
   }),
   recallIndexWaitMs: spec({
     env: 'MEMGATE_RECALL_INDEX_WAIT_MS',
     schema: z.coerce.number().int().min(0).max(MAX_RECALL_INDEX_WAIT_MS),
     allowed: `milliseconds, 0 to ${MAX_RECALL_INDEX_WAIT_MS}`,
     default: '2000',
-    doc: "how long a recall waits for the agent's vector index to load or catch up in the serving process (400,000 vectors: 95 s); past a load it is lexical, past a catch-up it searches the index as it stands, saying so, and the work goes on; a one-shot `memgate recall` waits",
+    doc: "how long a recall waits for the agent's vector index to open or catch up in the serving process (a load from the store when none was persisted takes minutes at 500,000 vectors); past a load it is lexical, past a catch-up it searches the index as it stands, saying so, and the work goes on; a one-shot `memgate recall` waits",
   }),
   windowTokens: spec({
     env: 'MEMGATE_WINDOW_TOKENS',

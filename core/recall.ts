@@ -65,6 +65,61 @@ export function inDefaultRecall(
 }
 
 /**
+ * What default recall's filter reads of an entry, kept beside its vector (VectorRecord's
+ * `recall`) so that the nearest-neighbour search applies the filter itself and no entry is
+ * read only to be rejected. Recall still judges each entry it reads, so a state kept that
+ * admits more than the entry's costs a read, never a hit; one that admits less would cost
+ * hits, so a change that admits more widens the kept state before it is made
+ * (store/vectors.ts, restateForRecall).
+ */
+export interface RecallState {
+  tier: Tier;
+  isActive: boolean;
+  dormantAt: number;
+  /** Set only for a volatile fact: when it expires. */
+  freshUntil?: number;
+}
+
+export function recallStateOf(
+  entry: Pick<Entry, 'isActive' | 'dormantAt' | 'validity'>,
+  tier: Tier,
+): RecallState {
+  const state: RecallState = { tier, isActive: entry.isActive, dormantAt: entry.dormantAt };
+  if (entry.validity.volatile && entry.validity.freshUntil !== undefined)
+    state.freshUntil = entry.validity.freshUntil;
+  return state;
+}
+
+/** inDefaultRecall, judged on the state kept beside a vector: the same rule. */
+export function stateInDefaultRecall(state: RecallState, now: number): boolean {
+  const validity = { volatile: state.freshUntil !== undefined, freshUntil: state.freshUntil };
+  return state.tier === 'hot' && inDefaultRecall({ ...state, validity }, now);
+}
+
+/** A state that admits, at every time, whatever either admits. */
+export function widerRecallState(a: RecallState, b: RecallState): RecallState {
+  const state: RecallState = {
+    tier: a.tier === 'hot' || b.tier === 'hot' ? 'hot' : 'cold',
+    isActive: a.isActive || b.isActive,
+    dormantAt: Math.max(a.dormantAt, b.dormantAt),
+  };
+  if (a.freshUntil !== undefined && b.freshUntil !== undefined)
+    state.freshUntil = Math.max(a.freshUntil, b.freshUntil);
+  return state;
+}
+
+/** Whether two states would filter alike at every time. */
+export function sameRecallState(a: RecallState | undefined, b: RecallState): boolean {
+  return (
+    a !== undefined &&
+    a.tier === b.tier &&
+    a.isActive === b.isActive &&
+    a.dormantAt === b.dormantAt &&
+    a.freshUntil === b.freshUntil
+  );
+}
+
+/**
  * Postings read per query, at most: the candidates are read whole, and the store's cost is
  * per document read, so this bounds a recall's cost whatever the store's size.
  */

@@ -12,6 +12,7 @@ import { maskUri } from '../core/config';
 import type { Entry } from '../core/entry';
 import type { PendingChange } from '../core/feedWatermark';
 import type { Policy } from '../core/policy';
+import type { RecallState } from '../core/recall';
 import { StackUnavailableError } from '../core/errors';
 import { createGuard, type StoreLimits } from './guard';
 
@@ -153,6 +154,12 @@ export interface VectorRecord {
   vector?: Binary;
   /** Digest of the text embedded: a vector whose entry's text changed since is stale. */
   textHash?: string;
+  /**
+   * What default recall filters on, of the entry as it was last seen (core/recall.ts,
+   * RecallState): the search applies the filter with it. Absent on records written before it
+   * was kept: those neighbours are read and judged from their entry.
+   */
+  recall?: RecallState;
   /** The agent's change number of this record's last change (store/vectors.ts, the feed). */
   seq: number;
   /** `<agentId> <page of seq>`: the changes since a number, read by equality. */

@@ -9,6 +9,7 @@ import {
 } from '../core/nightly/clusters';
 import type { Entry, Tier } from '../core/entry';
 import { ConflictError } from '../core/errors';
+import { recallStateOf, sameRecallState, widerRecallState, type RecallState } from '../core/recall';
 import {
   applyPatch,
   combinePatches,
@@ -28,7 +29,7 @@ import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOut
 import { countArrived, countDeleted, countMoved } from './agents';
 import { isErasure, insertIgnoringExisting, type LedgerRecord, type Store } from './db';
 import { gateKeys, insertNewEntries, termKeys } from './entries';
-import { dropVectors } from './vectors';
+import { dropVectors, restateForRecall } from './vectors';
 import { adjustDocumentFrequencies, termKey } from './terms';
 
 /**
@@ -184,6 +185,7 @@ export async function annotate(
   decide: (entry: Entry) => EntryPatch | undefined,
 ): Promise<{ tier: Tier; entry: Entry }[]> {
   const found: { tier: Tier; entry: Entry }[] = [];
+  let restate = false;
   for (const tier of TIERS) {
     const collection = tierCollection(store, tier);
     for (let round = 0; ; round++) {
@@ -202,19 +204,55 @@ export async function annotate(
           : { ...patch.set, ...gateKeys(entry, patch.set.dormantAt) };
       if (Object.keys(set).length) update.$set = set;
       if (patch.unset.length) update.$unset = Object.fromEntries(patch.unset.map((k) => [k, '']));
+      const patched = applyPatch(entry, { set, unset: patch.unset });
+      const [before, after] = [recallStateOf(entry, tier), recallStateOf(patched, tier)];
+      await widenForRecall(store, agentId, new Map([[id, after]]), new Map([[id, before]]));
       const res = await collection.updateOne({ _id: id, agentId, version: entry.version }, update);
       if (res.modifiedCount === 1) {
-        found.push({
-          tier,
-          entry: { ...applyPatch(entry, { set, unset: patch.unset }), version: entry.version + 1 },
-        });
+        found.push({ tier, entry: { ...patched, version: entry.version + 1 } });
+        restate ||= !sameRecallState(before, after);
         break;
       }
       if (round >= 4)
         throw new ConflictError(`entry ${id} kept changing while it was annotated`, { id, tier });
     }
   }
+  if (restate) await restateForRecall(store, agentId, [id], Date.now());
   return found;
+}
+
+/**
+ * Before a change that lets default recall take more of these entries (`after`, of each
+ * entry now `before`), the states kept beside their vectors are widened to admit it
+ * (core/recall.ts, RecallState), so that a crash between the change and its restating costs
+ * reads, not hits.
+ */
+async function widenForRecall(
+  store: Store,
+  agentId: string,
+  after: ReadonlyMap<string, RecallState>,
+  before?: ReadonlyMap<string, RecallState>,
+): Promise<void> {
+  const widens = [...after].filter(([id, state]) => {
+    const was = before?.get(id);
+    return was === undefined || !sameRecallState(widerRecallState(was, state), was);
+  });
+  if (widens.length)
+    await restateForRecall(
+      store,
+      agentId,
+      widens.map(([id]) => id),
+      Date.now(),
+      new Map(widens),
+    );
+}
+
+/**
+ * What a refresh or rehydration sets, as a state to widen by: hot, live until `dormantAt`.
+ * Activity and expiry it leaves as they are, so widening by it takes the entry's own.
+ */
+function liveUntil(dormantAt: number): RecallState {
+  return { tier: 'hot', isActive: false, dormantAt, freshUntil: Number.NEGATIVE_INFINITY };
 }
 
 /** Everything a filter selects, a batch at a time over one cursor, in the server's order. */
@@ -308,6 +346,11 @@ export async function refreshHotEntries(
   // Written a chunk at a time, each chunk's stale versions then refreshed one by one.
   for (let i = 0; i < steps.length; i += REFRESH_CHUNK) {
     const chunk = steps.slice(i, i + REFRESH_CHUNK);
+    await widenForRecall(
+      store,
+      ctx.agentId,
+      new Map(chunk.map((step) => [step.id, liveUntil(step.dormantAt)])),
+    );
     const res = await store.hot.bulkWrite(
       chunk.map((step) => ({
         updateOne: {
@@ -324,6 +367,12 @@ export async function refreshHotEntries(
       { ordered: false },
     );
     if (res.modifiedCount < chunk.length) for (const step of chunk) await refreshHotEntry(store, ctx, step);
+    await restateForRecall(
+      store,
+      ctx.agentId,
+      chunk.map((step) => step.id),
+      ctx.asOf,
+    );
   }
 }
 
@@ -337,11 +386,14 @@ export async function rehydrateEntry(store: Store, ctx: RunContext, step: Refres
     dormantAt: step.dormantAt,
   });
   const patch = refreshPatch(step, ctx.asOf);
-  return moveBetweenTiers(agentTiers(store, ctx.agentId), step.id, 'cold', 'hot', (cold) => ({
+  await widenForRecall(store, ctx.agentId, new Map([[step.id, liveUntil(step.dormantAt)]]));
+  const moved = await moveBetweenTiers(agentTiers(store, ctx.agentId), step.id, 'cold', 'hot', (cold) => ({
     ...applyPatch(cold, { set: patch.set, unset: ['spilledAt'] }),
     ...gateKeys(cold, step.dormantAt),
     version: cold.version + 1,
   }));
+  await restateForRecall(store, ctx.agentId, [step.id], ctx.asOf);
+  return moved;
 }
 
 /**
@@ -396,13 +448,21 @@ export async function spillEntries(
       inputs: { rank: step.rank, ...step.inputs },
     })),
   );
-  return moveManyBetweenTiers(
+  const moved = await moveManyBetweenTiers(
     agentTiers(store, ctx.agentId),
     batch.map((b) => b.entry),
     'hot',
     'cold',
     (hot) => ({ ...hot, spilledAt: ctx.asOf }),
   );
+  // Cold now: the search leaves them to deep recall without a read.
+  await restateForRecall(
+    store,
+    ctx.agentId,
+    batch.map((b) => b.entry._id),
+    ctx.asOf,
+  );
+  return moved;
 }
 
 /**

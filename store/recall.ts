@@ -213,7 +213,14 @@ export async function recall(
     req.deep ? tombstonesMatching(store, req.agentId, queryTerms) : [],
     'unavailable' in semantic
       ? undefined
-      : semantic.indexes.nearest(req.agentId, semantic.model, semantic.vector, 2 * semanticDepth(req.k)),
+      : semantic.indexes.nearest(
+          req.agentId,
+          semantic.model,
+          semantic.vector,
+          2 * semanticDepth(req.k),
+          // Default recall's filter is applied inside the search; deep recall takes every tier.
+          req.deep ? {} : { defaultRecallAt: now },
+        ),
   ]);
   let hits: RecallHit[];
   let retrieval: Retrieval;

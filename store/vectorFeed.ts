@@ -1,4 +1,4 @@
-import { FeedWatermark } from '../core/feedWatermark';
+import { FeedWatermark, type PendingChange } from '../core/feedWatermark';
 import { insertIgnoringExisting, type Store, type VectorChange, type VectorRecord } from './db';
 import { changeId, FEED_PAGE, feedKey } from './vectors';
 
@@ -50,6 +50,32 @@ export class FeedReader {
     const reader = new FeedReader(store, agentId, opts.fenceDelayMs, watermark, kept);
     watermark.observe(feed?.seq ?? 0, performance.now());
     return reader;
+  }
+
+  /**
+   * A reader that goes on from where one stood (`position` of a reader whose index was
+   * persisted with it), or undefined if the feed is behind it: the store is not the one it
+   * read, and its index is not derived from this store.
+   */
+  static async resume(
+    store: Store,
+    agentId: string,
+    opts: { fenceDelayMs: number },
+    from: FeedPosition,
+  ): Promise<FeedReader | undefined> {
+    const feed = await store.vectorFeeds.findOne({ _id: agentId });
+    if ((feed?.seq ?? 0) < from.through) return undefined;
+    const watermark = new FeedWatermark(from.through, from.pending);
+    const kept = { through: feed?.resolvedThrough ?? 0, unresolved: feed?.unresolved?.length ?? 0 };
+    const reader = new FeedReader(store, agentId, opts.fenceDelayMs, watermark, kept);
+    watermark.observe(feed?.seq ?? 0, performance.now());
+    return reader;
+  }
+
+  /** Where a reader that resumes (`resume`) goes on from what this one has returned so far. */
+  get position(): FeedPosition {
+    const through = this.watermark.horizon;
+    return { through, pending: this.watermark.pendingThrough(through) };
   }
 
   /** Every change number up to this is applied (as far as the calls so far returned). */
@@ -149,6 +175,12 @@ export class FeedReader {
     );
     this.kept = { through, unresolved: unresolved.length };
   }
+}
+
+/** Every change number up to `through` is resolved but the `pending` ones. */
+export interface FeedPosition {
+  through: number;
+  pending: PendingChange[];
 }
 
 /** The entry a logged change writes, or none for a fence. */

@@ -1,38 +1,68 @@
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
 import type { Config } from '../core/config';
 import { BACKGROUND_SAMPLE } from '../core/hybrid';
-import { VectorIndex, type Neighbour } from '../core/vectorIndex';
-import type { Store, VectorRecord } from './db';
 import { vectorDefect, type EmbeddingSpace } from '../core/vectorDefects';
-import { FeedReader } from './vectorFeed';
-import { agentVectors, countVectors, decodeVector, inSpace } from './vectors';
+import { VectorEngine } from '../vectorEngine/engine';
+import type { Neighbour, PersistedAt } from '../vectorEngine/protocol';
+import type { Store, VectorRecord } from './db';
+import { FeedReader, type FeedPosition } from './vectorFeed';
+import { agentVectors, countVectors, decodeVector, inSpace, onVectorsCleared } from './vectors';
+import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
+
+export type { Neighbour };
 
 /**
  * The nearest-neighbour indexes a recall-serving process holds: one per agent and space, in
- * memory, loaded on the agent's first semantic recall and kept current from the feed of
- * vector changes (store/vectors.ts), which any process may write. A recall reads one counter
- * and, when it moved, the feed pages since; it never scans the agent's vectors.
+ * the process's vector engine (vectorEngine/), loaded on the agent's first semantic recall
+ * and kept current from the feed of vector changes (store/vectors.ts), which any process may
+ * write. A recall reads one counter and, when it moved, the feed pages since; it never scans
+ * the agent's vectors. The store holds every vector: an index is derived from it, and never
+ * the only copy of anything.
+ *
+ * Persisted (when the process is given a directory): an index is saved with the feed
+ * position it reflects, once loaded and then at most every `SAVE_DELAY_MS` while it changes,
+ * and a process that starts opens it and reads only the changes since, instead of every
+ * vector of the agent. A removal deletes what was persisted at once (vectorEngine/thread.ts,
+ * Erasure); the next save has none of it.
  *
  * Memory is bounded by one budget per process (VectorBudget), over every VectorIndexes in
  * it (a `memgate start` process has the client's and the worker's) and every load in flight,
  * enforced as each page of a load arrives and when it completes, whether or not a search
- * still waits for it (core/vectorIndex.ts gives the bytes a vector costs): the least
- * recently recalled agents' indexes are dropped to make room, and an agent with more
- * vectors than the whole budget is recalled lexically, said in its result, until a recount
- * (at most once per `REFUSAL_RECHECK_MS`) finds it has shrunk to fit.
+ * still waits for it: the least recently recalled agents' indexes are dropped to make room,
+ * and an agent with more vectors than the whole budget is recalled lexically, said in its
+ * result, until a recount (at most once per `REFUSAL_RECHECK_MS`) finds it has shrunk to fit.
  *
- * A load reads every vector of the agent (95.7 s for 400,000 on the local stack), so a
- * search waits for it at most `loadWaitMs`, then answers that the index is still loading
- * while the load goes on: a recall is then lexical and says so, instead of holding its
- * caller past any client's timeout. A catch-up is bounded the same way: past the wait, the
- * search answers from the index as it stands, saying so, and the catch-up goes on. That is
- * safe for erasure: recall reads every neighbour from the store before it returns it.
+ * A load from the store reads every vector of the agent, so a search waits for it at most
+ * `loadWaitMs`, then answers that the index is still loading while the load goes on: a
+ * recall is then lexical and says so, instead of holding its caller past any client's
+ * timeout. A catch-up is bounded the same way: past the wait, the search answers from the
+ * index as it stands, saying so, and the catch-up goes on. That is safe for erasure: recall
+ * reads every neighbour from the store before it returns it.
  */
 
 /** Records per read while an index loads. */
 const LOAD_BATCH = 2_000;
+/**
+ * Vectors per request to the engine while loading: the engine serves requests in order, so
+ * a search that arrives during a load waits for at most one such batch (about 50 ms).
+ */
+const ENGINE_BATCH = 64;
+/** How long after a change an index is saved again: saves are a whole file each. */
+export const SAVE_DELAY_MS = 30_000;
+/**
+ * How often erasures are looked for in the indexes a process holds or persisted, whether or
+ * not anyone recalls their agents: an erased vector leaves them within about this long.
+ */
+export const ERASURE_SWEEP_MS = 60_000;
 
 interface Loaded {
-  index: VectorIndex;
+  /** The engine's name for this index. */
+  key: string;
+  agentId: string;
+  space: EmbeddingSpace;
+  /** Vectors it holds. */
+  size: number;
   /** The agent's feed, read from before the load: every change since is applied from it. */
   reader: FeedReader;
   /**
@@ -52,6 +82,22 @@ interface Loaded {
   queuedCatchUp?: Promise<void>;
   /** Set on a load stopped for want of room (VectorBudget): it was not kept. */
   noRoom?: true;
+  /** Where this process persists the index, when it is the one that saves it. */
+  persisted?: PersistedAt;
+  /** A save is due (a change since the last one). */
+  saveTimer?: NodeJS.Timeout;
+}
+
+/**
+ * What is persisted beside an index, besides its vectors: whose it is (`memgate verify` reads
+ * it), where its feed stood, its skipped ids.
+ */
+export interface SavedMeta {
+  database: string;
+  agentId: string;
+  position: FeedPosition;
+  otherModel: string[];
+  bad: string[];
 }
 
 export type SemanticSearch =
@@ -64,6 +110,8 @@ export type SemanticSearch =
       otherModel: number;
       /** Entries whose vector is unusable (not finite, zero, of the wrong length), so not searched. */
       bad: number;
+      /** Neighbours default recall's filter rejected inside the search: none of them was read. */
+      rejected: number;
       /**
        * The index had not read every change yet when the wait ran out: vectors stored or
        * changed since the last catch-up may be missing from `neighbours`.
@@ -84,6 +132,12 @@ export interface VectorIndexLimits {
    * (store/vectorFeed.ts): a few store timeouts, so only a crashed or stalled writer's is.
    */
   fenceDelayMs: number;
+  /** Where the process persists its indexes; unset, it keeps none (each start loads from the store). */
+  persistDir?: string;
+  /** How long after a change an index is saved again; SAVE_DELAY_MS unless set. */
+  saveDelayMs?: number;
+  /** How often erasures are swept for; ERASURE_SWEEP_MS unless set. */
+  erasureSweepMs?: number;
 }
 
 /** Store timeouts a change number may stay unlogged before a reader fences it. */
@@ -95,6 +149,7 @@ export function vectorIndexLimitsOf(config: Config): VectorIndexLimits {
     maxVectors: config.vectorIndexMaxVectors,
     loadWaitMs: config.recallIndexWaitMs,
     fenceDelayMs: FENCE_AFTER_STORE_TIMEOUTS * config.storeTimeoutMs,
+    persistDir: config.vectorIndexDir,
   };
 }
 
@@ -138,7 +193,7 @@ export class VectorBudget {
     for (const c of candidates) {
       if (total <= this.maxVectors) break;
       c.drop();
-      total -= c.loaded.index.size;
+      total -= c.loaded.size;
     }
   }
 }
@@ -146,8 +201,12 @@ export class VectorBudget {
 interface Loading {
   done: Promise<Loaded>;
   /** The index as far as it has been read: its size is the load's progress. */
-  index: VectorIndex;
+  progress: { size: number };
 }
+
+/** Indexes this process persists: one VectorIndexes saves each (two in a process would race). */
+const savedHere = new Set<string>();
+let instances = 0;
 
 export class VectorIndexes {
   private readonly loaded = new Map<string, Loaded>();
@@ -156,6 +215,9 @@ export class VectorIndexes {
   private readonly tooLarge = new Map<string, { size: number; countedAt: number }>();
   private readonly maxVectors: number;
   private readonly budget: VectorBudget;
+  private readonly engine = VectorEngine.forProcess();
+  /** Distinguishes this instance's indexes from another's in the same engine. */
+  private readonly instance = instances++;
 
   constructor(
     private readonly store: Store,
@@ -164,19 +226,62 @@ export class VectorIndexes {
     this.maxVectors = limits.maxVectors;
     this.budget = VectorBudget.forProcess(limits.maxVectors);
     this.budget.members.add(this);
+    this.stopListening = onVectorsCleared((agentId) => this.sweepErasures(agentId));
+    if (limits.persistDir !== undefined) {
+      // At start too: what a stopped process persisted may hold what was erased since.
+      setImmediate(() => void this.sweepErasures().catch(() => undefined));
+      this.sweepTimer = setInterval(() => {
+        void this.sweepErasures().catch(() => undefined);
+      }, limits.erasureSweepMs ?? ERASURE_SWEEP_MS);
+      this.sweepTimer.unref();
+    }
+  }
+
+  private readonly sweepTimer: NodeJS.Timeout | undefined;
+  private readonly stopListening: () => void;
+
+  /**
+   * Apply the erasures no recall has brought yet (docs/invariants.md, Erased from derived
+   * indexes): every index held catches up, which deletes what was persisted of one that lost
+   * a vector; and an index persisted in the directory but not held here, whose feed has since
+   * cleared a vector it holds, is deleted (its agent's next recall loads from the store). One
+   * agent's, or every agent's.
+   */
+  async sweepErasures(agentId?: string): Promise<void> {
+    for (const l of this.loaded.values()) {
+      if (agentId === undefined || l.agentId === agentId) await this.caughtUp(l);
+    }
+    const dir = this.limits.persistDir;
+    if (dir === undefined) return;
+    const held = new Set([...this.loaded.values()].flatMap((l) => (l.persisted ? [l.persisted.base] : [])));
+    for (const { at, header } of persistedIndexes(dir)) {
+      const meta = header.meta as Partial<SavedMeta> | null;
+      if (held.has(at.base) || savedHere.has(at.base)) continue;
+      if (meta?.database !== this.store.db.databaseName || !meta.agentId || !meta.position) continue;
+      if (agentId !== undefined && meta.agentId !== agentId) continue;
+      const reader = await FeedReader.resume(
+        this.store,
+        meta.agentId,
+        { fenceDelayMs: this.limits.fenceDelayMs },
+        meta.position,
+      );
+      const ids = new Set(persistedIds(at));
+      const erased = !reader || (await reader.next()).some((r) => ids.has(r._id) && !r.vector);
+      if (erased) await this.engine.request({ op: 'unlink', at });
+    }
   }
 
   /** Vectors held now, over all agents. */
   get size(): number {
     let n = 0;
-    for (const l of this.loaded.values()) n += l.index.size;
+    for (const l of this.loaded.values()) n += l.size;
     return n;
   }
 
   /** Vectors held and read so far by loads in flight: what counts against the budget. */
   get held(): number {
     let n = this.size;
-    for (const l of this.loading.values()) n += l.index.size;
+    for (const l of this.loading.values()) n += l.progress.size;
     return n;
   }
 
@@ -184,13 +289,32 @@ export class VectorIndexes {
   evictable(keep: Loaded | undefined): { loaded: Loaded; drop: () => void }[] {
     return [...this.loaded]
       .filter(([, l]) => l !== keep)
-      .map(([key, l]) => ({ loaded: l, drop: () => this.loaded.delete(key) }));
+      .map(([key, l]) => ({ loaded: l, drop: () => this.drop(key, l) }));
   }
 
-  /** Leave the process's budget: this instance's indexes no longer count (its client closed). */
-  close(): void {
+  private drop(key: string, l: Loaded): void {
+    this.loaded.delete(key);
+    clearTimeout(l.saveTimer);
+    if (l.persisted) savedHere.delete(l.persisted.base);
+    void this.engine.request({ op: 'drop', key: l.key }).catch(() => undefined);
+  }
+
+  /**
+   * Leave the process's budget: this instance's indexes no longer count (its client closed).
+   * Those with unsaved changes are saved first.
+   */
+  async close(): Promise<void> {
+    clearInterval(this.sweepTimer);
+    this.stopListening();
+    const open = [...this.loaded];
     this.loaded.clear();
     this.budget.members.delete(this);
+    await Promise.all(
+      open.map(async ([key, l]) => {
+        if (l.saveTimer) await this.save(l).catch(() => undefined);
+        this.drop(key, l);
+      }),
+    );
   }
 
   /**
@@ -213,12 +337,23 @@ export class VectorIndexes {
   }
 
   private refuse(key: string, size: number): void {
-    this.loaded.delete(key);
+    const l = this.loaded.get(key);
+    if (l) this.drop(key, l);
     this.tooLarge.set(key, { size, countedAt: Date.now() });
   }
 
-  /** The `k` nearest of the agent's vectors of `model` at the query's dimensions to `query` (unit length). */
-  async nearest(agentId: string, model: string, query: Float32Array, k: number): Promise<SemanticSearch> {
+  /**
+   * The `k` nearest of the agent's vectors of `model` at the query's dimensions to `query`
+   * (unit length). With `defaultRecallAt`, only those default recall takes at that time
+   * (core/recall.ts, stateInDefaultRecall), judged inside the search.
+   */
+  async nearest(
+    agentId: string,
+    model: string,
+    query: Float32Array,
+    k: number,
+    opts: { defaultRecallAt?: number } = {},
+  ): Promise<SemanticSearch> {
     const space: EmbeddingSpace = { model, dimensions: query.length };
     const key = `${agentId}\0${model}\0${query.length}`;
     const refused = await this.stillTooLarge(key, agentId);
@@ -233,25 +368,35 @@ export class VectorIndexes {
       };
     }
     if (!l) {
-      const read = this.loading.get(key)?.index.size ?? 0;
+      const read = this.loading.get(key)?.progress.size ?? 0;
       return {
         available: false,
         reason: `the agent's vector index is loading into memory (${read} vectors so far); recall is lexical until it is loaded`,
       };
     }
-    const caughtUp = await this.withinWait(this.caughtUp(l, agentId, space));
-    if (l.index.size > this.maxVectors) {
-      this.refuse(key, l.index.size);
-      return this.refusal(l.index.size);
+    const caughtUp = await this.withinWait(this.caughtUp(l));
+    if (l.size > this.maxVectors) {
+      this.refuse(key, l.size);
+      return this.refusal(l.size);
     }
     l.lastUsed = Date.now();
     this.budget.makeRoom(l);
+    const found = await this.engine.request({
+      op: 'search',
+      key: l.key,
+      // A copy: the request transfers its buffer, and the caller keeps its vector.
+      query: query.slice(),
+      k,
+      ...(opts.defaultRecallAt === undefined ? {} : { defaultRecallAt: opts.defaultRecallAt }),
+      sample: BACKGROUND_SAMPLE,
+    });
     return {
       available: true,
-      neighbours: l.index.search(query, k),
-      background: l.index.sampleSimilarities(query, BACKGROUND_SAMPLE),
+      neighbours: found.neighbours,
+      background: found.background,
       otherModel: l.otherModel.size,
       bad: l.bad.size,
+      rejected: found.rejected,
       catchingUp: caughtUp === undefined,
     };
   }
@@ -281,59 +426,207 @@ export class VectorIndexes {
     }
   }
 
+  /** Where this process persists the agent's index of `space`, if it persists indexes. */
+  private persistedAt(agentId: string, space: EmbeddingSpace): PersistedAt | undefined {
+    const dir = this.limits.persistDir;
+    if (dir === undefined) return undefined;
+    const name = createHash('sha256')
+      .update(`${this.store.db.databaseName}\0${agentId}\0${space.model}\0${space.dimensions}`)
+      .digest('base64url')
+      .slice(0, 32);
+    return { base: join(dir, name) };
+  }
+
   private load(key: string, agentId: string, space: EmbeddingSpace): Promise<Loaded> {
     let pending = this.loading.get(key);
     if (!pending) {
-      const index = new VectorIndex(space.dimensions);
+      const progress = { size: 0 };
       const done = (async () => {
-        // The feed first: a change made while the records are read is read from it after.
-        const reader = await FeedReader.start(this.store, agentId, {
-          fenceDelayMs: this.limits.fenceDelayMs,
-        });
-        const l: Loaded = {
-          index,
-          reader,
-          otherModel: new Set(),
-          bad: new Set(),
-          lastUsed: Date.now(),
-        };
-        for await (const page of agentVectors(this.store, agentId, LOAD_BATCH)) {
-          for (const r of page) apply(l, r, space);
-          if (l.index.size > this.maxVectors) {
-            this.refuse(key, l.index.size);
-            return l;
-          }
-          // Room is made as the load grows; a load that other loads in flight leave none for
-          // stops, so that loads together never hold more than the budget. The next search
-          // loads again.
-          this.budget.makeRoom(l);
-          if (this.budget.held > this.maxVectors) {
-            l.noRoom = true;
-            return l;
-          }
+        const at = this.persistedAt(agentId, space);
+        const saves = at !== undefined && !savedHere.has(at.base);
+        if (saves) savedHere.add(at.base);
+        const engineKey = `${this.instance}\0${key}`;
+        const l =
+          (at && (await this.open(engineKey, agentId, space, at))) ??
+          (await this.loadFromStore(engineKey, key, agentId, space, progress));
+        if (saves) l.persisted = at;
+        if (l.noRoom || this.tooLarge.has(key)) {
+          if (saves) savedHere.delete(at.base);
+          void this.engine.request({ op: 'drop', key: engineKey }).catch(() => undefined);
+          return l;
         }
         this.loaded.set(key, l);
         this.budget.makeRoom(l);
+        if (l.persisted && !l.opened) await this.save(l);
         return l;
       })().finally(() => this.loading.delete(key));
       // A load no search waits for any more may still fail: the next search loads again, and
       // a failure it waits for reaches it.
       done.catch(() => undefined);
-      pending = { done, index };
+      pending = { done, progress };
       this.loading.set(key, pending);
     }
     return pending.done;
   }
 
+  /** The index as this process persisted it, going on from its feed position; none if there is none to trust. */
+  private async open(
+    engineKey: string,
+    agentId: string,
+    space: EmbeddingSpace,
+    at: PersistedAt,
+  ): Promise<(Loaded & { opened: true }) | undefined> {
+    const opened = await this.engine.request({
+      op: 'open',
+      key: engineKey,
+      dimensions: space.dimensions,
+      at,
+    });
+    if (!opened) return undefined;
+    const meta = opened.meta as SavedMeta;
+    const reader = await FeedReader.resume(
+      this.store,
+      agentId,
+      { fenceDelayMs: this.limits.fenceDelayMs },
+      meta.position,
+    );
+    if (!reader) {
+      // Saved from another store of the same name: not derived from this one.
+      await this.engine.request({ op: 'unlink', at });
+      return undefined;
+    }
+    return {
+      key: engineKey,
+      agentId,
+      space,
+      size: opened.size,
+      reader,
+      otherModel: new Set(meta.otherModel),
+      bad: new Set(meta.bad),
+      lastUsed: Date.now(),
+      opened: true,
+    };
+  }
+
+  private async loadFromStore(
+    engineKey: string,
+    key: string,
+    agentId: string,
+    space: EmbeddingSpace,
+    progress: { size: number },
+  ): Promise<Loaded & { opened?: true }> {
+    await this.engine.request({ op: 'create', key: engineKey, dimensions: space.dimensions });
+    // The feed first: a change made while the records are read is read from it after.
+    const reader = await FeedReader.start(this.store, agentId, { fenceDelayMs: this.limits.fenceDelayMs });
+    const l: Loaded = {
+      key: engineKey,
+      agentId,
+      space,
+      size: 0,
+      reader,
+      otherModel: new Set(),
+      bad: new Set(),
+      lastUsed: Date.now(),
+    };
+    for await (const page of agentVectors(this.store, agentId, LOAD_BATCH)) {
+      for (let i = 0; i < page.length; i += ENGINE_BATCH) {
+        await this.apply(l, page.slice(i, i + ENGINE_BATCH));
+        progress.size = l.size;
+      }
+      if (l.size > this.maxVectors) {
+        this.refuse(key, l.size);
+        return l;
+      }
+      // Room is made as the load grows; a load that other loads in flight leave none for
+      // stops, so that loads together never hold more than the budget. The next search
+      // loads again.
+      this.budget.makeRoom(l);
+      if (this.budget.held > this.maxVectors) {
+        l.noRoom = true;
+        return l;
+      }
+    }
+    return l;
+  }
+
+  /** Records' current states into the index: each its usable vector of this space, or none. */
+  private async apply(l: Loaded, records: readonly VectorRecord[]): Promise<void> {
+    const { space } = l;
+    const upserts: { id: string; state?: VectorRecord['recall'] }[] = [];
+    const vectors: Float32Array[] = [];
+    const removals: string[] = [];
+    for (const r of records) {
+      l.otherModel.delete(r._id);
+      l.bad.delete(r._id);
+      if (!r.vector) {
+        removals.push(r._id);
+        continue;
+      }
+      if (!inSpace(r, space)) {
+        removals.push(r._id);
+        l.otherModel.add(r._id);
+        continue;
+      }
+      const vector = decodeVector(r.vector);
+      if (vectorDefect(vector, space.dimensions)) {
+        removals.push(r._id);
+        l.bad.add(r._id);
+        continue;
+      }
+      upserts.push(r.recall ? { id: r._id, state: r.recall } : { id: r._id });
+      vectors.push(vector);
+    }
+    if (upserts.length === 0 && removals.length === 0) return;
+    const matrix = new Float32Array(vectors.length * space.dimensions);
+    vectors.forEach((v, i) => matrix.set(v, i * space.dimensions));
+    const applied = await this.engine.request({
+      op: 'apply',
+      key: l.key,
+      upserts,
+      vectors: matrix,
+      removals,
+    });
+    l.size = applied.size;
+    if (l.persisted) this.scheduleSave(l);
+  }
+
+  private scheduleSave(l: Loaded): void {
+    if (l.saveTimer) return;
+    l.saveTimer = setTimeout(() => {
+      void this.save(l).catch(() => undefined);
+    }, this.limits.saveDelayMs ?? SAVE_DELAY_MS);
+    l.saveTimer.unref();
+  }
+
+  /**
+   * Persist the index with the feed position it reflects: taken when no catch-up runs, and
+   * sent before any later change, since the engine serves requests in order.
+   */
+  async save(l: Loaded): Promise<void> {
+    clearTimeout(l.saveTimer);
+    l.saveTimer = undefined;
+    const at = l.persisted;
+    if (!at) return;
+    while (l.catchingUp || l.queuedCatchUp) await (l.queuedCatchUp ?? l.catchingUp)!.catch(() => undefined);
+    const meta: SavedMeta = {
+      database: this.store.db.databaseName,
+      agentId: l.agentId,
+      position: l.reader.position,
+      otherModel: [...l.otherModel],
+      bad: [...l.bad],
+    };
+    await this.engine.request({ op: 'save', key: l.key, at, meta });
+  }
+
   /** A catch-up that starts after this call: the one queued, or a new one. */
-  private caughtUp(l: Loaded, agentId: string, space: EmbeddingSpace): Promise<void> {
+  private caughtUp(l: Loaded): Promise<void> {
     if (l.queuedCatchUp) return l.queuedCatchUp;
     const before = l.catchingUp?.catch(() => undefined) ?? Promise.resolve();
     const next: Promise<void> = before.then(async () => {
       l.queuedCatchUp = undefined;
       l.catchingUp = next;
       try {
-        await this.catchUp(l, space);
+        await this.catchUp(l);
       } finally {
         if (l.catchingUp === next) l.catchingUp = undefined;
       }
@@ -345,29 +638,9 @@ export class VectorIndexes {
     return next;
   }
 
-  private async catchUp(l: Loaded, space: EmbeddingSpace): Promise<void> {
-    for (const r of await l.reader.next()) apply(l, r, space);
+  private async catchUp(l: Loaded): Promise<void> {
+    const records = await l.reader.next();
+    for (let i = 0; i < records.length; i += ENGINE_BATCH)
+      await this.apply(l, records.slice(i, i + ENGINE_BATCH));
   }
-}
-
-/** A record's current state into the index: its usable vector of this space, or none. */
-function apply(l: Loaded, r: VectorRecord, space: EmbeddingSpace): void {
-  l.otherModel.delete(r._id);
-  l.bad.delete(r._id);
-  if (!r.vector) {
-    l.index.remove(r._id);
-    return;
-  }
-  if (!inSpace(r, space)) {
-    l.index.remove(r._id);
-    l.otherModel.add(r._id);
-    return;
-  }
-  const vector = decodeVector(r.vector);
-  if (vectorDefect(vector, space.dimensions)) {
-    l.index.remove(r._id);
-    l.bad.add(r._id);
-    return;
-  }
-  l.index.upsert(r._id, vector);
 }

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Binary } from 'mongodb';
 import type { Entry, Tier } from '../core/entry';
+import { recallStateOf, sameRecallState, widerRecallState, type RecallState } from '../core/recall';
 import { vectorDefect, type EmbeddingSpace } from '../core/vectorDefects';
 import { insertIgnoringExisting, type Store, type VectorRecord } from './db';
 import { inBatches, locateEntry, TIERS, tierCollection } from './nightly';
@@ -162,6 +163,8 @@ export interface EmbedTarget {
 export interface ToEmbed extends EmbedTarget {
   text: string;
   textHash: string;
+  /** The entry's recall state as read: written beside its vector. */
+  recall: RecallState;
 }
 
 /**
@@ -193,7 +196,14 @@ export async function entriesToEmbed(
     const hash = textHash(found.entry.text);
     const r = records[i];
     if (r && inSpace(r, space) && r.textHash === hash && r.seq > 0) current.push({ id, tier: found.tier });
-    else toEmbed.push({ id, tier: found.tier, text: found.entry.text, textHash: hash });
+    else
+      toEmbed.push({
+        id,
+        tier: found.tier,
+        text: found.entry.text,
+        textHash: hash,
+        recall: recallStateOf(found.entry, found.tier),
+      });
   });
   return { toEmbed, current };
 }
@@ -245,6 +255,18 @@ export async function storeVectors(
       stale.map((s) => s.id),
       at,
     );
+  // An entry whose state changed since it was read: its record is stated again (restateForRecall).
+  const moved = items.filter((item, i) => {
+    const found = located[i];
+    return found && !sameRecallState(item.recall, recallStateOf(found.entry, found.tier));
+  });
+  if (moved.length)
+    await restateForRecall(
+      store,
+      agentId,
+      moved.map((m) => m.id),
+      at,
+    );
   return items.flatMap((item, i) => {
     const found = located[i];
     return found && textHash(found.entry.text) === item.textHash ? [{ id: item.id, tier: found.tier }] : [];
@@ -272,6 +294,7 @@ export async function writeVectorRecords(
     dimensions: space.dimensions,
     vector: encodeVector(item.vector),
     textHash: item.textHash,
+    recall: item.recall,
     seq: seqs[i]!,
     feedKey: feedKey(agentId, seqs[i]!),
     at,
@@ -305,6 +328,18 @@ export async function dropVectors(
   await clearVectorRecords(store, agentId, present, await numberChanges(store, agentId, present), at);
 }
 
+/**
+ * Called, and awaited, once an agent's vectors have been cleared: the indexes of this process
+ * apply the erasure at once (store/vectorIndexes.ts), rather than at their next sweep.
+ */
+const clearedListeners = new Set<(agentId: string) => Promise<void>>();
+
+/** Listen for cleared vectors; returns the call that stops listening. */
+export function onVectorsCleared(listener: (agentId: string) => Promise<void>): () => void {
+  clearedListeners.add(listener);
+  return () => clearedListeners.delete(listener);
+}
+
 /** Clear these records' vectors, each at its logged number, over a lower number only (as writeVectorRecords). */
 export async function clearVectorRecords(
   store: Store,
@@ -323,6 +358,71 @@ export async function clearVectorRecords(
         },
       },
     })),
+    { ordered: false },
+  );
+  // A listener that fails leaves the erasure to its sweep: the records are cleared either way.
+  await Promise.all([...clearedListeners].map((l) => l(agentId).catch(() => undefined)));
+}
+
+/**
+ * Write again the recall state kept beside these entries' vectors (core/recall.ts,
+ * RecallState), after a change of tier, activity, gate or expiry, so that the search filters
+ * on what the entry is now. Each record whose state differs takes a change number first; the
+ * entry is read after that, so the record written at the highest number holds the entry's
+ * latest state, whatever order concurrent changes land in. With `widen`, the state written
+ * admits at least that too: called before a change that admits more (a rehydration, a
+ * refresh, a reinstatement), so that a crash between the change and the next call leaves a
+ * state that costs a read, not a hit. An entry with no vector needs nothing.
+ */
+export async function restateForRecall(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+  at: number,
+  widen?: ReadonlyMap<string, RecallState>,
+): Promise<void> {
+  const unique = [...new Set(ids)];
+  const records = await Promise.all(
+    unique.map((_id) =>
+      store.vectors.findOne(
+        { _id, agentId, vector: { $exists: true } },
+        { projection: { _id: 1, recall: 1 } },
+      ),
+    ),
+  );
+  const located = await Promise.all(unique.map((id) => locateEntry(store, agentId, id)));
+  const wanted = (id: string, found: { entry: Entry; tier: Tier } | undefined): RecallState | undefined => {
+    if (!found) return undefined;
+    const now = recallStateOf(found.entry, found.tier);
+    const wider = widen?.get(id);
+    return wider ? widerRecallState(now, wider) : now;
+  };
+  const changed = unique.filter((id, i) => {
+    const r = records[i];
+    const state = wanted(id, located[i]);
+    return r !== null && r !== undefined && state !== undefined && !sameRecallState(r.recall, state);
+  });
+  if (changed.length === 0) return;
+  const seqs = await numberChanges(store, agentId, changed);
+  const after = await Promise.all(changed.map((id) => locateEntry(store, agentId, id)));
+  await store.vectors.bulkWrite(
+    changed.map((_id, i) => {
+      const state = wanted(_id, after[i]);
+      return {
+        updateOne: {
+          filter: { _id, agentId, seq: { $lt: seqs[i]! } },
+          // An entry gone meanwhile keeps its state: its remover clears the vector.
+          update: {
+            $set: {
+              seq: seqs[i]!,
+              feedKey: feedKey(agentId, seqs[i]!),
+              at,
+              ...(state ? { recall: state } : {}),
+            },
+          },
+        },
+      };
+    }),
     { ordered: false },
   );
 }

@@ -2,6 +2,8 @@ import type { Entry, Tier } from '../core/entry';
 import { registeredAgents } from './agents';
 import { isErasure, type Store, type Tombstone } from './db';
 import { inBatches, TIERS, tierCollection } from './nightly';
+import type { SavedMeta } from './vectorIndexes';
+import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
 
 /**
  * `memgate verify`: the store's promises, checked from what it holds (never silently
@@ -16,6 +18,11 @@ import { inBatches, TIERS, tierCollection } from './nightly';
  *   retired, or that lacks an atom of the deleted entry although it claimed to hold them all.
  * - `summary-not-current`: an active summary is built from an entry that is superseded
  *   (docs/invariants.md, Current summaries).
+ * - `erased-in-vector-index`: a vector index this process persisted (MEMGATE_VECTOR_INDEX_DIR)
+ *   holds a vector the store no longer has: an erasure it has not applied yet, since it was
+ *   saved by a process that has not run since (docs/invariants.md, Erased from derived
+ *   indexes). Opening it (the agent's next hybrid recall there) applies the erasure and
+ *   deletes the file.
  */
 export type VerifyCheck =
   | 'unaccounted'
@@ -25,7 +32,8 @@ export type VerifyCheck =
   | 'stand-in-missing'
   | 'stand-in-inactive'
   | 'stand-in-not-lossless'
-  | 'summary-not-current';
+  | 'summary-not-current'
+  | 'erased-in-vector-index';
 
 export interface VerifyFinding {
   check: VerifyCheck;
@@ -45,7 +53,7 @@ export interface VerifyReport {
 /** Every registered agent (or one), read in batches of `batch`. */
 export async function verifyStore(
   store: Store,
-  opts: { agentId?: string; batch: number },
+  opts: { agentId?: string; batch: number; vectorIndexDir?: string },
 ): Promise<VerifyReport> {
   const report: VerifyReport = {
     ok: true,
@@ -72,8 +80,44 @@ export async function verifyStore(
       await verifyTombstones(store, agentId, opts.batch, report);
     }
   }
+  if (opts.vectorIndexDir !== undefined) await verifyPersistedIndexes(store, opts, report);
   report.ok = report.findings.length === 0;
   return report;
+}
+
+/**
+ * Each vector index persisted in the directory, of this store (and agent): every id it holds
+ * has its vector in the store. Point reads by `_id`, a batch at a time.
+ */
+async function verifyPersistedIndexes(
+  store: Store,
+  opts: { agentId?: string; batch: number; vectorIndexDir?: string },
+  report: VerifyReport,
+): Promise<void> {
+  for (const { at, header } of persistedIndexes(opts.vectorIndexDir!)) {
+    const meta = header.meta as Partial<SavedMeta> | null;
+    if (meta?.database !== store.db.databaseName || meta.agentId === undefined) continue;
+    const agentId = meta.agentId;
+    if (opts.agentId !== undefined && agentId !== opts.agentId) continue;
+    const ids = persistedIds(at);
+    for (let i = 0; i < ids.length; i += opts.batch) {
+      const batch = ids.slice(i, i + opts.batch);
+      const held = await Promise.all(
+        batch.map((_id) =>
+          store.vectors.findOne({ _id, agentId, vector: { $exists: true } }, { projection: { _id: 1 } }),
+        ),
+      );
+      batch.forEach((id, j) => {
+        if (held[j]) return;
+        report.findings.push({
+          check: 'erased-in-vector-index',
+          agentId,
+          id,
+          detail: `its vector is gone from the store, and the index persisted at ${at.base} still holds it`,
+        });
+      });
+    }
+  }
 }
 
 /** Each id the agent was ever given (the write path's registry): where is it now? */

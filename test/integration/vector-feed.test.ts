@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Entry } from '../../core/entry';
+import { buildEntry, memoryPolicy } from '../../core/entry';
 import type { Store, VectorRecord } from '../../store/db';
 import { FeedReader } from '../../store/vectorFeed';
 import {
@@ -52,7 +52,8 @@ function items(agentId: string, from: number, n: number): Item[] {
   return Array.from({ length: n }, (_, k) => {
     const i = from + k;
     const text = `memory ${i}`;
-    return { id: `${agentId}-e${i}`, tier: 'hot', text, textHash: textHash(text), vector: vector(i) };
+    const recall = { tier: 'hot' as const, isActive: true, dormantAt: Number.MAX_SAFE_INTEGER };
+    return { id: `${agentId}-e${i}`, tier: 'hot', text, textHash: textHash(text), recall, vector: vector(i) };
   });
 }
 
@@ -197,7 +198,23 @@ describe('a reader of the vector feed', () => {
     const all = items(agentId, 0, 40);
     // The entries, as far as storeVectors reads them (their text, to check the vector's).
     await env.store.hot.insertMany(
-      all.map((x) => ({ _id: x.id, agentId, text: x.text }) as unknown as Entry),
+      all.map((x) =>
+        buildEntry(
+          x.id,
+          agentId,
+          {
+            text: x.text,
+            kind: 'episode',
+            salience: 0.5,
+            source: { origin: 'agent' },
+            confidence: 0.5,
+            verified: false,
+            volatile: false,
+            writtenAt: Date.now(),
+          },
+          memoryPolicy(env.config),
+        ),
+      ),
     );
     const reader = await FeedReader.start(env.store, agentId, { fenceDelayMs: NEVER });
     const applied = new Applied();

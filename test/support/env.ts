@@ -1,4 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { tmpdir } from 'node:os';
+import { rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { inject } from 'vitest';
 import { terminateOpenWorkflows } from '../../client/admin';
 import { MemgateClient, type ClientEndpoints } from '../../client/client';
@@ -40,6 +43,8 @@ export async function startTestEnv(
     // A test's agent has a handful of vectors, which load at once; on a busy machine "at once"
     // can take seconds, and a recall that gave up waiting would be lexical, not what it tests.
     MEMGATE_RECALL_INDEX_WAIT_MS: '60000',
+    // The environment's processes persist their vector indexes apart from every other's.
+    MEMGATE_VECTOR_INDEX_DIR: join(tmpdir(), `memgate-test-${id}`, 'vector-indexes'),
     ...overrides,
   });
   const endpoints: ClientEndpoints = {
@@ -82,6 +87,7 @@ export async function startTestEnv(
       await running;
       await client.store.db.dropDatabase();
       await client.close();
+      rmSync(dirname(config.vectorIndexDir), { recursive: true, force: true });
     },
   };
   return env;

@@ -33,6 +33,8 @@ describe('the layer rules', () => {
     ['server/layer-case.ts', "import { MongoClient as x } from 'mongodb';"],
     ['server/layer-case.ts', "import { forget as x } from '../workflows/forget';"],
     ['server/layer-case.ts', "import { createActivities as x } from '../activities';"],
+    ['vectorEngine/layer-case.ts', "import { openStore as x } from '../store/db';"],
+    ['vectorEngine/layer-case.ts', "import { MongoClient as x } from 'mongodb';"],
   ])('refuses %s: %s', async (file, code) => {
     expect(await restricted(file, code)).not.toEqual([]);
   });
@@ -48,6 +50,8 @@ describe('the layer rules', () => {
     ['server/layer-case.ts', "import { MemgateClient as x } from '../client/client';"],
     ['server/layer-case.ts', "import { agentIdSchema as x } from '../core/entry';"],
     ['server/layer-case.ts', "import x from 'fastify';"],
+    ['vectorEngine/layer-case.ts', "import { Index as x } from 'usearch';"],
+    ['vectorEngine/layer-case.ts', "import { stateInDefaultRecall as x } from '../core/recall';"],
   ])('allows %s: %s', async (file, code) => {
     expect(await restricted(file, code)).toEqual([]);
   });

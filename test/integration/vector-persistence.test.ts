@@ -1,0 +1,150 @@
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { verifyStore } from '../../store/verify';
+import { VectorIndexes, type SemanticSearch, type VectorIndexLimits } from '../../store/vectorIndexes';
+import { dropVectors, encodeVector, feedKey, takeChangeNumbers } from '../../store/vectors';
+import { startTestEnv, type TestEnv } from '../support/env';
+import { anyFileHolds, markerVector } from '../support/vectorBytes';
+
+/**
+ * The vector indexes a process persists, against the real store: a process that starts opens
+ * what it saved and reads only the changes since; an erasure leaves nothing of the vector on
+ * disk, whether the process holding the index is running or was stopped; `memgate verify`
+ * says when a persisted index still holds an erased vector.
+ */
+
+let env: TestEnv;
+const dirs: string[] = [];
+beforeAll(async () => {
+  env = await startTestEnv();
+});
+afterAll(async () => {
+  await env?.close();
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+const MODEL = 'test-model';
+const DIMENSIONS = 48;
+const vector = (i: number) => markerVector(i + 1, DIMENSIONS);
+const id = (agentId: string, i: number) => `${agentId}-v${i}`;
+
+function limits(): VectorIndexLimits {
+  const persistDir = mkdtempSync(join(tmpdir(), 'vector-indexes-'));
+  dirs.push(persistDir);
+  // No timed save or sweep: each test saves and sweeps when it means to.
+  return {
+    maxVectors: 1_000_000,
+    fenceDelayMs: 60_000,
+    persistDir,
+    saveDelayMs: 3_600_000,
+    erasureSweepMs: 3_600_000,
+  };
+}
+
+/** `n` vector records from `from`, as a writer leaves them: numbers taken, then the records. */
+async function append(agentId: string, from: number, n: number): Promise<void> {
+  const first = await takeChangeNumbers(env.store, agentId, n);
+  await env.store.vectors.insertMany(
+    Array.from({ length: n }, (_, i) => ({
+      _id: id(agentId, from + i),
+      agentId,
+      model: MODEL,
+      dimensions: DIMENSIONS,
+      vector: encodeVector(vector(from + i)),
+      textHash: '',
+      seq: first + i,
+      feedKey: feedKey(agentId, first + i),
+      at: Date.now(),
+    })),
+  );
+}
+
+/** Counts the store's reads of an agent's whole set of vectors (a load) while `fn` runs. */
+async function fullLoads<T>(fn: () => Promise<T>): Promise<{ value: T; loads: number }> {
+  const vectors = env.store.vectors;
+  const find = vectors.find.bind(vectors);
+  let loads = 0;
+  vectors.find = ((filter: Record<string, unknown>, ...rest: unknown[]) => {
+    if (filter && !('feedKey' in filter) && !('_id' in filter)) loads++;
+    return (find as (...a: unknown[]) => unknown)(filter, ...rest);
+  }) as typeof vectors.find;
+  try {
+    return { value: await fn(), loads };
+  } finally {
+    delete (vectors as { find?: unknown }).find;
+  }
+}
+
+const nearest = (indexes: VectorIndexes, agentId: string, i: number) =>
+  indexes.nearest(agentId, MODEL, vector(i), 1);
+const nearestId = (s: SemanticSearch) => (s.available ? s.neighbours[0]?.id : undefined);
+
+describe('a persisted vector index', () => {
+  it('is opened by the next process, which reads only the changes made since', async () => {
+    const agentId = env.agent('persisted');
+    const l = limits();
+    await append(agentId, 0, 300);
+    const first = new VectorIndexes(env.store, l);
+    expect(nearestId(await nearest(first, agentId, 5))).toBe(id(agentId, 5));
+    await first.close();
+
+    await append(agentId, 300, 20);
+    const second = new VectorIndexes(env.store, l);
+    const { value, loads } = await fullLoads(async () => [
+      await nearest(second, agentId, 7),
+      await nearest(second, agentId, 310),
+    ]);
+    expect(value.map(nearestId)).toEqual([id(agentId, 7), id(agentId, 310)]);
+    // Opened from disk: the agent's vectors were not read again, only the feed since.
+    expect(loads).toBe(0);
+    await second.close();
+  });
+
+  it('leaves no erased vector on disk: deleted at once, and not in the next save', async () => {
+    const agentId = env.agent('erased');
+    const l = limits();
+    await append(agentId, 0, 100);
+    const indexes = new VectorIndexes(env.store, l);
+    await nearest(indexes, agentId, 1);
+    // Saved once loaded: the vector is in the files, where this test can find it.
+    expect(anyFileHolds(l.persistDir!, vector(3))).toBe(true);
+
+    await dropVectors(env.store, agentId, [id(agentId, 3)], Date.now());
+    expect(nearestId(await nearest(indexes, agentId, 3))).not.toBe(id(agentId, 3));
+    // Applying the erasure deleted what was persisted, before any new save.
+    expect(readdirSync(l.persistDir!)).toEqual([]);
+
+    await indexes.close();
+    expect(readdirSync(l.persistDir!).length).toBeGreaterThan(0);
+    expect(anyFileHolds(l.persistDir!, vector(3))).toBe(false);
+    expect(anyFileHolds(l.persistDir!, vector(4))).toBe(true);
+  });
+
+  it('saved by a process that is stopped: verify names the erased vector it holds, and the next process’s sweep deletes it', async () => {
+    const agentId = env.agent('stopped');
+    const l = limits();
+    await append(agentId, 0, 50);
+    const stopped = new VectorIndexes(env.store, l);
+    await nearest(stopped, agentId, 1);
+    await stopped.close();
+    await dropVectors(env.store, agentId, [id(agentId, 8)], Date.now());
+
+    const report = await verifyStore(env.store, { agentId, batch: 100, vectorIndexDir: l.persistDir! });
+    expect(report.ok).toBe(false);
+    expect(report.findings.map((f) => [f.check, f.id])).toEqual([['erased-in-vector-index', id(agentId, 8)]]);
+
+    const next = new VectorIndexes(env.store, l);
+    await next.sweepErasures();
+    expect(anyFileHolds(l.persistDir!, vector(8))).toBe(false);
+    expect((await verifyStore(env.store, { agentId, batch: 100, vectorIndexDir: l.persistDir! })).ok).toBe(
+      true,
+    );
+    // The agent's next recall loads from the store, without the erased vector.
+    expect(nearestId(await nearest(next, agentId, 8))).not.toBe(id(agentId, 8));
+    expect(nearestId(await nearest(next, agentId, 9))).toBe(id(agentId, 9));
+    await next.close();
+    expect(existsSync(l.persistDir!)).toBe(true);
+  });
+});

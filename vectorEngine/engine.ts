@@ -1,0 +1,66 @@
+import { Worker } from 'node:worker_threads';
+import { join } from 'node:path';
+import { StackUnavailableError } from '../core/errors';
+import type { EngineReplies, EngineReply, EngineRequest } from './protocol';
+
+/**
+ * A process's vector engine: one worker thread (vectorEngine/thread.ts) that holds every
+ * index of the process, so that usearch's synchronous calls never hold an event loop that
+ * serves requests or runs activities. Requests are answered in the order sent.
+ */
+export class VectorEngine {
+  private static shared: VectorEngine | undefined;
+  private readonly thread: Worker;
+  private readonly waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
+  private nextId = 0;
+  private failed: Error | undefined;
+
+  private constructor() {
+    // From the sources (tests, a process run by tsx) the thread is TypeScript too.
+    const source = __filename.endsWith('.ts');
+    this.thread = new Worker(join(__dirname, source ? 'thread.ts' : 'thread.js'), {
+      execArgv: source ? ['--require', require.resolve('tsx/cjs')] : [],
+    });
+    // The thread keeps a process alive only while it owes an answer.
+    this.thread.unref();
+    this.thread.on('message', (reply: EngineReply) => {
+      const w = this.waiting.get(reply.id);
+      if (!w) return;
+      this.waiting.delete(reply.id);
+      if (this.waiting.size === 0) this.thread.unref();
+      if (reply.ok) w.resolve(reply.value);
+      else w.reject(new Error(`vector engine: ${reply.error}`));
+    });
+    const fail = (err: Error) => {
+      this.failed = new StackUnavailableError(`the vector engine thread stopped: ${err.message}`);
+      for (const w of this.waiting.values()) w.reject(this.failed);
+      this.waiting.clear();
+      if (VectorEngine.shared === this) VectorEngine.shared = undefined;
+    };
+    this.thread.on('error', fail);
+    this.thread.on('exit', (code) => fail(new Error(`exit code ${code}`)));
+  }
+
+  /** The process's engine, started on first use. */
+  static forProcess(): VectorEngine {
+    return (VectorEngine.shared ??= new VectorEngine());
+  }
+
+  /** Ask the thread; a Float32Array in the request is transferred (the caller gives it up). */
+  request<Op extends EngineRequest['op']>(
+    req: Extract<EngineRequest, { op: Op }>,
+  ): Promise<EngineReplies[Op]> {
+    if (this.failed) return Promise.reject(this.failed);
+    const id = this.nextId++;
+    const transfer = Object.values(req).flatMap((v) =>
+      v instanceof Float32Array && v.byteOffset === 0 && v.byteLength === v.buffer.byteLength
+        ? [v.buffer as ArrayBuffer]
+        : [],
+    );
+    return new Promise((resolve, reject) => {
+      if (this.waiting.size === 0) this.thread.ref();
+      this.waiting.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.thread.postMessage({ id, req }, transfer);
+    });
+  }
+}

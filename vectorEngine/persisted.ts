@@ -1,0 +1,113 @@
+import { closeSync, openSync, readdirSync, readFileSync, readSync, rmSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import type { PersistedAt } from './protocol';
+
+/**
+ * The files of a persisted index (vectorEngine/thread.ts writes them): `<base>.state`, which
+ * names the generation of `<base>-<gen>.usearch` it describes, holds a header (with the
+ * caller's `meta`), then the ids by label, their recall states and the background sample. The
+ * state is written last and deleted first, so an index file is only ever opened with the
+ * state written for it. Header and ids are JSON, each after its length (4 bytes), so the
+ * header is read without the rest.
+ */
+
+export const STATE_VERSION = 1;
+
+export interface StateHeader {
+  version: number;
+  dimensions: number;
+  generation: number;
+  /** Labels given: the ids that follow hold one entry id (or null, where it left) per label. */
+  labels: number;
+  scrubs: string[];
+  nextScrub: string;
+  sampleLabels: number[];
+  sampled: number;
+  meta: unknown;
+}
+
+export function stateFile(at: PersistedAt): string {
+  return `${at.base}.state`;
+}
+
+export function indexFile(at: PersistedAt, generation: number): string {
+  return `${at.base}-${generation}.usearch`;
+}
+
+/** Every generation's index file of `at`, but `keep`'s. */
+export function otherGenerations(at: PersistedAt, keep: number | undefined): string[] {
+  const dir = dirname(at.base);
+  const prefix = `${basename(at.base)}-`;
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return names
+    .filter((n) => n.startsWith(prefix) && /^\d+\.usearch(\.tmp)?$/.test(n.slice(prefix.length)))
+    .filter((n) => keep === undefined || n !== basename(indexFile(at, keep)))
+    .map((n) => join(dir, n));
+}
+
+export function unlinkPersisted(at: PersistedAt): void {
+  // The state first: without it, no index file is opened.
+  rmSync(stateFile(at), { force: true });
+  for (const f of otherGenerations(at, undefined)) rmSync(f, { force: true });
+}
+
+/** A value as it is written in a state file: its JSON's length, then its JSON. */
+export function lengthPrefixed(value: unknown): Buffer[] {
+  const json = Buffer.from(JSON.stringify(value));
+  const length = Buffer.alloc(4);
+  length.writeUInt32LE(json.length);
+  return [length, json];
+}
+
+function prefixedAt(buf: Buffer, offset: number): { value: unknown; end: number } {
+  const length = buf.readUInt32LE(offset);
+  const start = offset + 4;
+  return { value: JSON.parse(buf.subarray(start, start + length).toString('utf8')), end: start + length };
+}
+
+/** A whole state file's header and ids, and where its binary part starts. */
+export function readState(buf: Buffer): { header: StateHeader; ids: (string | null)[]; end: number } {
+  const header = prefixedAt(buf, 0);
+  const ids = prefixedAt(buf, header.end);
+  return { header: header.value as StateHeader, ids: ids.value as (string | null)[], end: ids.end };
+}
+
+/** A state file's header alone, read without the rest of the file. */
+export function readStateHeader(at: PersistedAt): StateHeader {
+  const fd = openSync(stateFile(at), 'r');
+  try {
+    const length = Buffer.alloc(4);
+    readSync(fd, length, 0, 4, 0);
+    const json = Buffer.alloc(length.readUInt32LE(0));
+    readSync(fd, json, 0, json.length, 4);
+    return JSON.parse(json.toString('utf8')) as StateHeader;
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/** The entry ids a persisted index holds. */
+export function persistedIds(at: PersistedAt): string[] {
+  return readState(readFileSync(stateFile(at))).ids.filter((id): id is string => id !== null);
+}
+
+/** Every index persisted in `dir`, with its header. */
+export function persistedIndexes(dir: string): { at: PersistedAt; header: StateHeader }[] {
+  let names: string[];
+  try {
+    names = readdirSync(dir);
+  } catch {
+    return [];
+  }
+  return names
+    .filter((n) => n.endsWith('.state'))
+    .map((n) => {
+      const at = { base: join(dir, n.slice(0, -'.state'.length)) };
+      return { at, header: readStateHeader(at) };
+    });
+}
