@@ -28,7 +28,7 @@ import { recall, type RecallResult, type SemanticQuery } from '../store/recall';
 import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
 import { createEmbedder, type EmbeddingsEndpoint } from '../llm';
 import type { Embedder } from '../llm/embedder';
-import { REFERENCE_PASSAGES } from '../core/referencePassages';
+import { referenceVectors } from '../llm/referenceVectors';
 import { verifyStore, type VerifyReport } from '../store/verify';
 import {
   consolidateAgentInputSchema,
@@ -214,11 +214,12 @@ export class MemgateClient {
   }
 
   /**
-   * The reference passages' vectors (core/referencePassages.ts), embedded once per client with
-   * its model; a failure is not kept, so the next recall tries again.
+   * The reference passages' vectors (core/referencePassages.ts), once per client with its
+   * model, kept beside the vector indexes (llm/referenceVectors.ts); a failure is not kept,
+   * so the next recall tries again.
    */
   private referenceVectors(embedder: Embedder): Promise<Float32Array[]> {
-    this.reference ??= embedder.embed([...REFERENCE_PASSAGES], 'passage').catch((err: unknown) => {
+    this.reference ??= referenceVectors(embedder, this.config.vectorIndexDir).catch((err: unknown) => {
       this.reference = undefined;
       throw err;
     });
