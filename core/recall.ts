@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { agentIdSchema, isExpired, zodIssues, type Entry, type Tier } from './entry';
 import { InvalidInputError } from './errors';
-import { salienceAt } from './salience';
+import { salienceAt, type Salience } from './salience';
 import { termSequence, terms } from './text';
 import { fuseScores, type Background, type FoundBy } from './hybrid';
 
@@ -78,44 +78,60 @@ export interface RecallState {
   dormantAt: number;
   /** Set only for a volatile fact: when it expires. */
   freshUntil?: number;
+  /**
+   * The entry's salience: with it, the most a neighbour can score is known before it is read,
+   * so recall reads the neighbours that can rank, not every one that is near.
+   */
+  salience: Salience;
 }
 
 export function recallStateOf(
-  entry: Pick<Entry, 'isActive' | 'dormantAt' | 'validity'>,
+  entry: Pick<Entry, 'isActive' | 'dormantAt' | 'validity' | 'salience'>,
   tier: Tier,
 ): RecallState {
-  const state: RecallState = { tier, isActive: entry.isActive, dormantAt: entry.dormantAt };
+  const state: RecallState = {
+    tier,
+    isActive: entry.isActive,
+    dormantAt: entry.dormantAt,
+    salience: { base: entry.salience.base, at: entry.salience.at },
+  };
   if (entry.validity.volatile && entry.validity.freshUntil !== undefined)
     state.freshUntil = entry.validity.freshUntil;
   return state;
 }
 
 /** inDefaultRecall, judged on the state kept beside a vector: the same rule. */
-export function stateInDefaultRecall(state: RecallState, now: number): boolean {
+export function stateInDefaultRecall(state: Omit<RecallState, 'salience'>, now: number): boolean {
   const validity = { volatile: state.freshUntil !== undefined, freshUntil: state.freshUntil };
   return state.tier === 'hot' && inDefaultRecall({ ...state, validity }, now);
 }
 
 /** A state that admits, at every time, whatever either admits. */
 export function widerRecallState(a: RecallState, b: RecallState): RecallState {
+  // Salience decays alike for every entry of an agent, so the later to go dormant is the more
+  // salient at every time: its salience bounds both.
   const state: RecallState = {
     tier: a.tier === 'hot' || b.tier === 'hot' ? 'hot' : 'cold',
     isActive: a.isActive || b.isActive,
     dormantAt: Math.max(a.dormantAt, b.dormantAt),
+    salience: a.dormantAt >= b.dormantAt ? a.salience : b.salience,
   };
   if (a.freshUntil !== undefined && b.freshUntil !== undefined)
     state.freshUntil = Math.max(a.freshUntil, b.freshUntil);
   return state;
 }
 
-/** Whether two states would filter alike at every time. */
+/** Whether two states filter and bound alike at every time. */
 export function sameRecallState(a: RecallState | undefined, b: RecallState): boolean {
   return (
     a !== undefined &&
     a.tier === b.tier &&
     a.isActive === b.isActive &&
     a.dormantAt === b.dormantAt &&
-    a.freshUntil === b.freshUntil
+    a.freshUntil === b.freshUntil &&
+    // Absent on states kept before salience was.
+    a.salience?.base === b.salience.base &&
+    a.salience?.at === b.salience.at
   );
 }
 

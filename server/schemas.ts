@@ -114,6 +114,12 @@ const retrieval = z
         .describe(
           'entries whose stored vector is unusable (not finite, zero, of the wrong length): skipped, found lexically only',
         ),
+      filteredNeighbours: z
+        .number()
+        .int()
+        .describe(
+          "nearest neighbours default recall's filter (tier, gate, activity, expiry) rejected inside the search: none was read",
+        ),
       queryEmbeddingMs: z.number(),
       indexCatchingUp: z
         .boolean()

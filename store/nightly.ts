@@ -248,11 +248,17 @@ async function widenForRecall(
 }
 
 /**
- * What a refresh or rehydration sets, as a state to widen by: hot, live until `dormantAt`.
- * Activity and expiry it leaves as they are, so widening by it takes the entry's own.
+ * What a refresh or rehydration sets, as a state to widen by: hot, with its new salience and
+ * `dormantAt`. Activity and expiry it leaves as they are, so widening by it takes the entry's own.
  */
-function liveUntil(dormantAt: number): RecallState {
-  return { tier: 'hot', isActive: false, dormantAt, freshUntil: Number.NEGATIVE_INFINITY };
+function refreshed(step: Pick<RefreshStep, 'salience' | 'dormantAt'>): RecallState {
+  return {
+    tier: 'hot',
+    isActive: false,
+    dormantAt: step.dormantAt,
+    salience: step.salience,
+    freshUntil: Number.NEGATIVE_INFINITY,
+  };
 }
 
 /** Everything a filter selects, a batch at a time over one cursor, in the server's order. */
@@ -346,11 +352,7 @@ export async function refreshHotEntries(
   // Written a chunk at a time, each chunk's stale versions then refreshed one by one.
   for (let i = 0; i < steps.length; i += REFRESH_CHUNK) {
     const chunk = steps.slice(i, i + REFRESH_CHUNK);
-    await widenForRecall(
-      store,
-      ctx.agentId,
-      new Map(chunk.map((step) => [step.id, liveUntil(step.dormantAt)])),
-    );
+    await widenForRecall(store, ctx.agentId, new Map(chunk.map((step) => [step.id, refreshed(step)])));
     const res = await store.hot.bulkWrite(
       chunk.map((step) => ({
         updateOne: {
@@ -386,7 +388,7 @@ export async function rehydrateEntry(store: Store, ctx: RunContext, step: Refres
     dormantAt: step.dormantAt,
   });
   const patch = refreshPatch(step, ctx.asOf);
-  await widenForRecall(store, ctx.agentId, new Map([[step.id, liveUntil(step.dormantAt)]]));
+  await widenForRecall(store, ctx.agentId, new Map([[step.id, refreshed(step)]]));
   const moved = await moveBetweenTiers(agentTiers(store, ctx.agentId), step.id, 'cold', 'hot', (cold) => ({
     ...applyPatch(cold, { set: patch.set, unset: ['spilledAt'] }),
     ...gateKeys(cold, step.dormantAt),

@@ -19,7 +19,8 @@ import type { Store, Tombstone } from './db';
 import { findCandidates, logQuery } from './entries';
 import { termKey } from './terms';
 import { findById, locateEntry } from './nightly';
-import type { VectorIndexes } from './vectorIndexes';
+import type { Neighbour, VectorIndexes } from './vectorIndexes';
+import { salienceAt } from '../core/salience';
 
 export interface MissingEvidence {
   tombstoneId: string;
@@ -49,6 +50,11 @@ export type Retrieval =
       otherModelVectors: number;
       /** Entries whose vector is unusable (not finite, zero, of the wrong length): found lexically only. */
       badVectors: number;
+      /**
+       * Nearest neighbours default recall's filter (tier, gate, activity, expiry) rejected inside
+       * the search, from the state kept beside their vectors: none of them was read.
+       */
+      filteredNeighbours: number;
       /** Time to embed the query, apart from the recall itself. */
       queryEmbeddingMs: number;
       /**
@@ -147,16 +153,17 @@ const NEIGHBOUR_READS = 16;
 /**
  * The semantic list: the nearest neighbours that pass the same tier filter as lexical
  * candidates (default recall: hot, active, unexpired, above the gate), at most `depth`. A
- * neighbour the lexical candidates hold costs nothing; any other is read by `_id`, nearest
- * first, only while it could still enter the top k: its score is at most its semantic share
- * (it shares no word with the query, or it would be a lexical candidate) at salience 1. So a
- * recall reads the neighbours that can change its answer, not the whole list.
+ * neighbour the lexical candidates hold costs nothing; any other is read by `_id` only while
+ * it could still enter the top k, the most it could score first: its semantic share (it
+ * shares no word with the query, or it would be a lexical candidate) times its salience now,
+ * from the state kept beside its vector (1 where none is). So a recall reads the neighbours
+ * that can change its answer, not every one that is near.
  */
 async function semanticRanking(
   store: Store,
   req: RecallRequest,
   now: number,
-  neighbours: readonly { id: string; similarity: number }[],
+  neighbours: readonly Neighbour[],
   lexical: readonly Scored[] & { ceiling: number },
   opts: { k: number; depth: number; background: Background; halfLifeMs: number },
 ): Promise<{ candidate: Candidate; similarity: number }[]> {
@@ -166,12 +173,24 @@ async function semanticRanking(
     const c = known.get(n.id);
     if (c && ranked.length < opts.depth) ranked.push({ candidate: c, similarity: n.similarity });
   }
-  const unread = neighbours.filter((n) => !known.has(n.id));
-  for (let i = 0; i < unread.length && ranked.length < opts.depth; i += NEIGHBOUR_READS) {
+  const unread = neighbours
+    .filter((n) => !known.has(n.id))
+    .map((n) => ({
+      ...n,
+      bound:
+        semanticShare(n.similarity, opts.background) *
+        (n.salience ? salienceAt(n.salience, now, opts.halfLifeMs) : 1),
+    }))
+    .sort((a, b) => b.bound - a.bound);
+  for (let i = 0; i < unread.length && ranked.length < opts.depth;) {
     const hits = rankHybrid(lexical, ranked, { now, ...opts });
-    const bound = semanticShare(unread[i]!.similarity, opts.background);
-    if (!couldEnterTopK(hits, opts.k, bound)) break;
-    const round = unread.slice(i, i + NEIGHBOUR_READS);
+    const round: typeof unread = [];
+    // Short of k hits, as many as are missing (each may still fail the filter); then those
+    // that could still enter the top k.
+    const wanted = hits.length < opts.k ? Math.min(NEIGHBOUR_READS, opts.k - hits.length) : NEIGHBOUR_READS;
+    while (i < unread.length && round.length < wanted && couldEnterTopK(hits, opts.k, unread[i]!.bound))
+      round.push(unread[i++]!);
+    if (round.length === 0) break;
     const found = await Promise.all(
       round.map(async ({ id }): Promise<Candidate | undefined> => {
         if (req.deep) return locateEntry(store, req.agentId, id);
@@ -251,6 +270,7 @@ export async function recall(
       model: semantic.model,
       otherModelVectors: search.otherModel,
       badVectors: search.bad,
+      filteredNeighbours: search.rejected,
       queryEmbeddingMs: semantic.embeddingMs,
       indexCatchingUp: search.catchingUp,
     };

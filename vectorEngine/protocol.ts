@@ -1,4 +1,5 @@
 import type { RecallState } from '../core/recall';
+import type { Salience } from '../core/salience';
 
 /**
  * The messages between a process and its vector engine thread (vectorEngine/thread.ts). An
@@ -9,6 +10,8 @@ import type { RecallState } from '../core/recall';
 export interface Neighbour {
   id: string;
   similarity: number;
+  /** The entry's salience, from the state kept beside its vector; absent where none is. */
+  salience?: Salience;
 }
 
 /** Where an index is persisted: `<base>.state` names the generation `<base>-<gen>.usearch`. */

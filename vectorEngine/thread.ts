@@ -54,6 +54,8 @@ interface Held {
   active: Uint8Array;
   dormantAt: Float64Array;
   freshUntil: Float64Array;
+  salienceBase: Float64Array;
+  salienceAt: Float64Array;
   /** Two hashes of each held vector: a record whose vector is the same changes only its state. */
   digestA: Uint32Array;
   digestB: Uint32Array;
@@ -97,6 +99,8 @@ function blank(dimensions: number, index: Index, labels = 0): Held {
     active: new Uint8Array(capacity),
     dormantAt: new Float64Array(capacity),
     freshUntil: new Float64Array(capacity),
+    salienceBase: new Float64Array(capacity),
+    salienceAt: new Float64Array(capacity),
     digestA: new Uint32Array(capacity),
     digestB: new Uint32Array(capacity),
     scrubs: [],
@@ -127,6 +131,8 @@ function grow(h: Held, label: number): void {
   h.active = widen(h.active, (n) => new Uint8Array(n));
   h.dormantAt = widen(h.dormantAt, (n) => new Float64Array(n));
   h.freshUntil = widen(h.freshUntil, (n) => new Float64Array(n));
+  h.salienceBase = widen(h.salienceBase, (n) => new Float64Array(n));
+  h.salienceAt = widen(h.salienceAt, (n) => new Float64Array(n));
   h.digestA = widen(h.digestA, (n) => new Uint32Array(n));
   h.digestB = widen(h.digestB, (n) => new Uint32Array(n));
 }
@@ -163,6 +169,8 @@ function setState(h: Held, label: number, state: RecallState | undefined): void 
   h.active[label] = state.isActive ? 1 : 0;
   h.dormantAt[label] = state.dormantAt;
   h.freshUntil[label] = state.freshUntil ?? Number.POSITIVE_INFINITY;
+  h.salienceBase[label] = state.salience.base;
+  h.salienceAt[label] = state.salience.at;
 }
 
 function passes(h: Held, label: number, now: number): boolean {
@@ -291,7 +299,10 @@ function search(h: Held, req: Extract<EngineRequest, { op: 'search' }>): Found {
           rejected++;
           continue;
         }
-        neighbours.push({ id: h.ids[label]!, similarity: 1 - found.distances[i]! });
+        const n: Found['neighbours'][number] = { id: h.ids[label]!, similarity: 1 - found.distances[i]! };
+        if (h.tier[label] !== NO_STATE)
+          n.salience = { base: h.salienceBase[label]!, at: h.salienceAt[label]! };
+        neighbours.push(n);
       }
       if (neighbours.length >= k || asked >= total || asked >= MAX_FETCH) break;
     }
@@ -327,6 +338,8 @@ function save(h: Held, at: PersistedAt, meta: unknown): { bytes: number } {
     Buffer.from(h.active.buffer, 0, labels),
     Buffer.from(h.dormantAt.buffer, 0, 8 * labels),
     Buffer.from(h.freshUntil.buffer, 0, 8 * labels),
+    Buffer.from(h.salienceBase.buffer, 0, 8 * labels),
+    Buffer.from(h.salienceAt.buffer, 0, 8 * labels),
     Buffer.from(h.digestA.buffer, 0, 4 * labels),
     Buffer.from(h.digestB.buffer, 0, 4 * labels),
     ...h.sample.map((s) => Buffer.from(s.vector.buffer, s.vector.byteOffset, s.vector.byteLength)),
@@ -367,6 +380,10 @@ function open(key: string, dimensions: number, at: PersistedAt): Opened | null {
   h.dormantAt.set(read(buf, offset, 8 * labels, (b) => new Float64Array(b)));
   offset += 8 * labels;
   h.freshUntil.set(read(buf, offset, 8 * labels, (b) => new Float64Array(b)));
+  offset += 8 * labels;
+  h.salienceBase.set(read(buf, offset, 8 * labels, (b) => new Float64Array(b)));
+  offset += 8 * labels;
+  h.salienceAt.set(read(buf, offset, 8 * labels, (b) => new Float64Array(b)));
   offset += 8 * labels;
   h.digestA.set(read(buf, offset, 4 * labels, (b) => new Uint32Array(b)));
   offset += 4 * labels;

@@ -52,7 +52,12 @@ function items(agentId: string, from: number, n: number): Item[] {
   return Array.from({ length: n }, (_, k) => {
     const i = from + k;
     const text = `memory ${i}`;
-    const recall = { tier: 'hot' as const, isActive: true, dormantAt: Number.MAX_SAFE_INTEGER };
+    const recall = {
+      tier: 'hot' as const,
+      isActive: true,
+      dormantAt: Number.MAX_SAFE_INTEGER,
+      salience: { base: 1, at: 0 },
+    };
     return { id: `${agentId}-e${i}`, tier: 'hot', text, textHash: textHash(text), recall, vector: vector(i) };
   });
 }

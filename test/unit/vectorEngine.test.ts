@@ -20,6 +20,7 @@ const hot = (over: Partial<RecallState> = {}): RecallState => ({
   tier: 'hot',
   isActive: true,
   dormantAt: 10_000,
+  salience: { base: 0.5, at: 0 },
   ...over,
 });
 
