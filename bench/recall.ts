@@ -9,14 +9,22 @@
  * each at 250,000) and the word "figure", which every entry holds.
  *
  * Hybrid recall (lexical and nearest neighbours by embedding, fused) is measured beside it on
- * the same store, with the same queries: each entry has a vector, as the agent's workflow
- * leaves it. Embedding half a million entries would take this machine days, so the vectors
- * are real embeddings of LongMemEval turns (BENCH_RECALL_BASE_VECTORS of them, embedded once
- * and cached) each perturbed by Gaussian noise to a cosine of about 0.9 with its original:
- * the clustered shape of real text's embeddings, at the bench's scale. The queries are
- * embedded by the real embeddings server, and that time is reported apart from the recall's.
- * Hybrid recall finds by meaning what stands above each query's own background
- * (core/hybrid.ts); the near-copies of a query's base vector do.
+ * the same store: each entry has a vector, as the agent's workflow leaves it, with its
+ * entry's recall state (tier, gate, salience). Embedding half a million entries would take
+ * this machine days, so the vectors are real embeddings of LongMemEval turns
+ * (BENCH_RECALL_BASE_VECTORS of them, embedded once and cached) each perturbed by Gaussian
+ * noise to a cosine of about 0.9 with its original: the clustered shape of real text's
+ * embeddings, at the bench's scale. A hybrid query is one of those turns (of at most
+ * QUERY_CHARS), so about one entry in 2,000 of each tier are its true neighbours, standing
+ * far above its background (core/hybrid.ts); the same queries are timed lexically too. The
+ * queries are embedded by the real embeddings server, and that time is reported apart.
+ *
+ * Per size, beside the latencies: the first hybrid recall's index load from the store
+ * (`indexLoadS`, in the vector engine's thread), the event loop's delay
+ * (`monitorEventLoopDelay`) while it loads and while BENCH_RECALL_GROW more entries land and
+ * are read in, and a fresh `memgate recall` process's time from its start to its answer, once
+ * right after the growth (the changes since the persisted index read from the feed) and once
+ * the serving process has saved it (`SAVE_DELAY_MS`).
  *
  * Prints {"sizes":[{"entries","p50Ms","p99Ms","deepP99Ms","candidatesPerQuery","hybrid":{...}}],
  * "growthExponent","hybridGrowthExponent"}, the exponents being the log-log slopes of default
@@ -34,6 +42,7 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { MemgateClient } from '../client/client';
 import type { RecallResult } from '../store/recall';
+import { SAVE_DELAY_MS } from '../store/vectorIndexes';
 import { createEmbedder } from '../llm';
 import { listQuestions, loadQuestion } from '../audit/longMemEval';
 import { encodeVector, feedKey } from '../store/vectors';
@@ -52,6 +61,8 @@ const NOISE = Math.sqrt((1 / 0.81 - 1) / 384);
 const BATCH = 1000;
 /** Entries (half hot, half cold) that land after the index has loaded: its growth, measured. */
 const GROW = Number(process.env.BENCH_RECALL_GROW ?? 10_000) / 2;
+/** The longest base text a query by meaning may be: about a question's length. */
+const QUERY_CHARS = 160;
 
 const SUBJECTS = [
   'supplier',
@@ -223,10 +234,10 @@ async function main() {
   }
 
   /**
-   * A query with true neighbours: a base text (one of those short enough to be a question),
+   * A query with true neighbours: a base text (one of those no longer than a question),
    * whose embedding each of its entries' vectors is near.
    */
-  const short = texts.filter((t) => t.length <= 400);
+  const short = texts.filter((t) => t.length <= QUERY_CHARS);
   const meaningQuery = (q: number) => short[(q * 41) % short.length]!;
 
   /** The event loop's delay from now until `stop`, p99 and max in ms. */
@@ -299,8 +310,14 @@ async function main() {
       await measure(env.client, false, true);
       const hybrid = await measure(env.client, false, true);
       const hybridDeep = await measure(env.client, true, true);
-      // A process that starts now opens the index the load persisted.
-      const firstAnswer = await firstAnswerInFreshProcess(meaningQuery(2));
+      // The same queries, lexical only: what the semantic part adds to them.
+      const lexicalSame = await measure(lexical, false, true);
+      // A process that starts now opens the index the load persisted and reads the GROW
+      // changes since from the feed; one that starts once this process has saved them
+      // (SAVE_DELAY_MS after a change) opens it current.
+      const behind = await firstAnswerInFreshProcess(meaningQuery(2));
+      await new Promise((r) => setTimeout(r, SAVE_DELAY_MS + 5_000));
+      const current = await firstAnswerInFreshProcess(meaningQuery(3));
       sizes.push({
         entries: size,
         p50Ms: round(percentile(gated.latencies, 50)),
@@ -318,8 +335,9 @@ async function main() {
           semanticHitsPerQuery: round(hybrid.semanticPerQuery, 1),
           indexLoadS: round(indexLoadS, 1),
           vectors: loaded,
+          lexicalSameQueriesP99Ms: round(percentile(lexicalSame.latencies, 99)),
           eventLoopDelay: { whileLoading: loadDelay, whileGrowing: growDelay },
-          firstAnswer,
+          firstAnswer: { current, behind: { ...behind, changesBehind: 2 * GROW } },
         },
       });
       console.error(`[recall] ${JSON.stringify(sizes[sizes.length - 1])}`);
