@@ -26,6 +26,15 @@ export interface StateHeader {
   meta: unknown;
 }
 
+/** The names in a directory; none if it does not exist (nothing was persisted yet). */
+function namesIn(dir: string): string[] {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+}
+
 export function stateFile(at: PersistedAt): string {
   return `${at.base}.state`;
 }
@@ -38,13 +47,7 @@ export function indexFile(at: PersistedAt, generation: number): string {
 export function otherGenerations(at: PersistedAt, keep: number | undefined): string[] {
   const dir = dirname(at.base);
   const prefix = `${basename(at.base)}-`;
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return [];
-  }
-  return names
+  return namesIn(dir)
     .filter((n) => n.startsWith(prefix) && /^\d+\.usearch(\.tmp)?$/.test(n.slice(prefix.length)))
     .filter((n) => keep === undefined || n !== basename(indexFile(at, keep)))
     .map((n) => join(dir, n));
@@ -98,13 +101,7 @@ export function persistedIds(at: PersistedAt): string[] {
 
 /** Every index persisted in `dir`, with its header. */
 export function persistedIndexes(dir: string): { at: PersistedAt; header: StateHeader }[] {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return [];
-  }
-  return names
+  return namesIn(dir)
     .filter((n) => n.endsWith('.state'))
     .map((n) => {
       const at = { base: join(dir, n.slice(0, -'.state'.length)) };

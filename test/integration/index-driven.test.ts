@@ -8,6 +8,7 @@ import { terms } from '../../core/text';
 import { adminClient } from '../../stack/postgres';
 import { entryId, indexedEntry } from '../../store/entries';
 import { untilEmbedded } from '../support/embedded';
+import { episode } from '../support/memories';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -80,16 +81,10 @@ async function loadOtherAgents(): Promise<void> {
         buildEntry(
           entryId(agentId, { idempotencyKey: String(i) }),
           agentId,
-          {
-            text: `Tenant ${a} note ${i}: the ${COLOURS[i % 10]} ${ANIMALS[(i >> 3) % 10]} ledger line ${i}.`,
-            kind: 'episode',
-            salience: 0.5,
-            source: { origin: 'agent' },
-            confidence: 0.5,
-            verified: false,
-            volatile: false,
-            writtenAt: now - i * HOUR_MS,
-          },
+          episode(
+            `Tenant ${a} note ${i}: the ${COLOURS[i % 10]} ${ANIMALS[(i >> 3) % 10]} ledger line ${i}.`,
+            now - i * HOUR_MS,
+          ),
           policy,
         ),
       ),

@@ -13,6 +13,7 @@ import {
   writeVectorRecords,
   type ToEmbed,
 } from '../../store/vectors';
+import { episode } from '../support/memories';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -203,23 +204,7 @@ describe('a reader of the vector feed', () => {
     const all = items(agentId, 0, 40);
     // The entries, as far as storeVectors reads them (their text, to check the vector's).
     await env.store.hot.insertMany(
-      all.map((x) =>
-        buildEntry(
-          x.id,
-          agentId,
-          {
-            text: x.text,
-            kind: 'episode',
-            salience: 0.5,
-            source: { origin: 'agent' },
-            confidence: 0.5,
-            verified: false,
-            volatile: false,
-            writtenAt: Date.now(),
-          },
-          memoryPolicy(env.config),
-        ),
-      ),
+      all.map((x) => buildEntry(x.id, agentId, episode(x.text, Date.now()), memoryPolicy(env.config))),
     );
     const reader = await FeedReader.start(env.store, agentId, { fenceDelayMs: NEVER });
     const applied = new Applied();

@@ -12,3 +12,17 @@ export const MEMORIES = [
 ] as const;
 
 export const PARAPHRASE = 'Which hue do I prefer?';
+
+/** A plain episode as the write path would take it: what store-level tests build entries from. */
+export function episode(text: string, writtenAt: number) {
+  return {
+    text,
+    kind: 'episode' as const,
+    salience: 0.5,
+    source: { origin: 'agent' as const },
+    confidence: 0.5,
+    verified: false,
+    volatile: false,
+    writtenAt,
+  };
+}
