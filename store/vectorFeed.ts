@@ -78,6 +78,15 @@ export class FeedReader {
     return { through, pending: this.watermark.pendingThrough(through) };
   }
 
+  /**
+   * Records a load read, in their current state, now applied: the numbers they stand at are
+   * resolved as if read from the feed, so the catch-up after a load reads only the pages of
+   * numbers no record stands at any more (changes overwritten since), not the whole feed.
+   */
+  loaded(records: readonly VectorRecord[]): void {
+    for (const r of records) if (r.agentId === this.agentId) this.watermark.recordSeen(r._id, r.seq);
+  }
+
   /** Every change number up to this is applied (as far as the calls so far returned). */
   get settled(): number {
     return this.watermark.settled;

@@ -457,7 +457,11 @@ export class VectorIndexes {
         }
         this.loaded.set(key, l);
         this.budget.makeRoom(l);
-        if (l.persisted && !l.opened) await this.save(l);
+        // Saved once caught up, so that the position it is saved with is past what the load read.
+        if (l.persisted && !l.opened) {
+          await this.caughtUp(l).catch(() => undefined);
+          await this.save(l);
+        }
         return l;
       })().finally(() => this.loading.delete(key));
       // A load no search waits for any more may still fail: the next search loads again, and
@@ -533,6 +537,7 @@ export class VectorIndexes {
         await this.apply(l, page.slice(i, i + ENGINE_BATCH));
         progress.size = l.size;
       }
+      reader.loaded(page);
       if (l.size > this.maxVectors) {
         this.refuse(key, l.size);
         return l;

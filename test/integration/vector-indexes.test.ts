@@ -183,6 +183,18 @@ describe('the vector indexes of a recall process', () => {
     expect(again).toBeLessThanOrEqual(3);
     expect(indexes.size).toBe(4_500);
   });
+
+  it('reads no page of the feed after a load for the changes the load already read', async () => {
+    const agentId = env.agent('loaded');
+    await append(agentId, 0, 2_000);
+    const indexes = new VectorIndexes(env.store, { maxVectors: 1_000_000, fenceDelayMs: FENCE_MS });
+    // The load reads the 2,000 records; the catch-up that follows it has nothing left to read.
+    const reads = await feedReads(async () => {
+      const found = await indexes.nearest(agentId, MODEL, vector(1_234), 1);
+      expect(found).toMatchObject({ available: true, neighbours: [{ id: `${agentId}-v1234` }] });
+    });
+    expect(reads).toBe(0);
+  });
 });
 
 /** Polls `read` until it gives the same value for a second: the loads in flight have ended. */
