@@ -215,7 +215,10 @@ export class VectorIndexes {
   private readonly tooLarge = new Map<string, { size: number; countedAt: number }>();
   private readonly maxVectors: number;
   private readonly budget: VectorBudget;
-  private readonly engine = VectorEngine.forProcess();
+  /** Started on first use: a process that never searches by meaning runs no engine thread. */
+  private get engine(): VectorEngine {
+    return VectorEngine.forProcess();
+  }
   /** Distinguishes this instance's indexes from another's in the same engine. */
   private readonly instance = instances++;
 
@@ -228,8 +231,8 @@ export class VectorIndexes {
     this.budget.members.add(this);
     this.stopListening = onVectorsCleared((agentId) => this.sweepErasures(agentId));
     if (limits.persistDir !== undefined) {
-      // At start too: what a stopped process persisted may hold what was erased since.
-      setImmediate(() => void this.sweepErasures().catch(() => undefined));
+      // The first one interval after start, not at it: a one-shot command (a CLI write) does not
+      // pay for reading the directory, and a serving process has swept within the interval.
       this.sweepTimer = setInterval(() => {
         void this.sweepErasures().catch(() => undefined);
       }, limits.erasureSweepMs ?? ERASURE_SWEEP_MS);

@@ -19,10 +19,10 @@ import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
  * - `summary-not-current`: an active summary is built from an entry that is superseded
  *   (docs/invariants.md, Current summaries).
  * - `erased-in-vector-index`: a vector index this process persisted (MEMGATE_VECTOR_INDEX_DIR)
- *   holds a vector the store no longer has: an erasure it has not applied yet, since it was
- *   saved by a process that has not run since (docs/invariants.md, Erased from derived
- *   indexes). Opening it (the agent's next hybrid recall there) applies the erasure and
- *   deletes the file.
+ *   holds a vector the store no longer has: an erasure it has not applied yet, because it was
+ *   saved by a process that is not running, or by one that has not swept since
+ *   (docs/invariants.md, Erased from derived indexes). That process's next sweep, or its next
+ *   hybrid recall of the agent, applies the erasure and deletes the file.
  */
 export type VerifyCheck =
   | 'unaccounted'
