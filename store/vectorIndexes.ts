@@ -610,7 +610,7 @@ export class VectorIndexes {
    * Persist the index with the feed position it reflects: taken when no catch-up runs, and
    * sent before any later change, since the engine serves requests in order.
    */
-  async save(l: Loaded): Promise<void> {
+  private async save(l: Loaded): Promise<void> {
     clearTimeout(l.saveTimer);
     l.saveTimer = undefined;
     const at = l.persisted;
