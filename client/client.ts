@@ -209,7 +209,8 @@ export class MemgateClient {
    */
   async recall(request: RecallRequestInput): Promise<RecallResult> {
     const checked = parseRecallRequest(request);
-    const semantic = await this.semanticQuery(checked.query);
+    // Not awaited here: recall reads the words while the query embeds.
+    const semantic = this.semanticQuery(checked);
     return typed(() => recall(this.store, checked, this.memory, semantic));
   }
 
@@ -226,12 +227,15 @@ export class MemgateClient {
     return this.reference;
   }
 
-  private async semanticQuery(query: string): Promise<SemanticQuery> {
+  private async semanticQuery(request: { agentId: string; query: string }): Promise<SemanticQuery> {
     if (!this.embedder) return { unavailable: (this.embeddings as { unavailable: string }).unavailable };
-    const started = performance.now();
+    const since = performance.now();
+    const { model, dimensions } = this.embedder;
+    // The index loads or catches up while the query embeds.
+    this.vectorIndexes.prepare(request.agentId, { model, dimensions });
     try {
       const [[vector], reference] = await Promise.all([
-        this.embedder.embed([query], 'query'),
+        this.embedder.embed([request.query], 'query'),
         this.referenceVectors(this.embedder),
       ]);
       return {
@@ -239,7 +243,8 @@ export class MemgateClient {
         model: this.embedder.model,
         vector: vector!,
         reference,
-        embeddingMs: performance.now() - started,
+        embeddingMs: performance.now() - since,
+        since,
       };
     } catch (err) {
       return { unavailable: `the query could not be embedded: ${(err as Error).message}` };

@@ -19,7 +19,7 @@ import type { Store, Tombstone } from './db';
 import { findCandidates, logQuery } from './entries';
 import { termKey } from './terms';
 import { findById, locateEntry } from './nightly';
-import type { Neighbour, VectorIndexes } from './vectorIndexes';
+import type { Neighbour, SemanticSearch, VectorIndexes } from './vectorIndexes';
 import { salienceAt } from '../core/salience';
 
 export interface MissingEvidence {
@@ -75,6 +75,12 @@ export type SemanticQuery =
       reference: readonly Float32Array[];
       /** Time to embed the query (and, once per process, the reference passages). */
       embeddingMs: number;
+      /**
+       * When the recall began (`performance.now()`): the index must reflect every change
+       * acknowledged before it, and a catch-up that started since (while the query embedded)
+       * does.
+       */
+      since: number;
     }
   | { unavailable: string };
 
@@ -150,6 +156,67 @@ async function tombstonesMatching(store: Store, agentId: string, queryTerms: str
  */
 const NEIGHBOUR_READS = 16;
 
+/** A neighbour the search found, with the most it can score before it is read. */
+interface Unread extends Neighbour {
+  bound: number;
+}
+
+/**
+ * What the search arm brings: the neighbours that stand out of the query's background, best
+ * bound first. When the lexical arm is still reading, reads of the first of them start at
+ * once, beside it rather than after it (docs/recall.md, The engine in memgate): a read the
+ * lexical candidates turn out to hold is one point read wasted; a read recall waits for
+ * after the lexical arm costs its whole latency.
+ */
+interface SemanticArm {
+  query: Extract<SemanticQuery, { vector: Float32Array }>;
+  search: Extract<SemanticSearch, { available: true }>;
+  background: Background;
+  neighbours: Neighbour[];
+  unread: Unread[];
+  read(id: string): Promise<Candidate | undefined>;
+}
+
+function semanticArm(
+  store: Store,
+  req: RecallRequest,
+  now: number,
+  semantic: Extract<SemanticQuery, { vector: Float32Array }>,
+  search: Extract<SemanticSearch, { available: true }>,
+  halfLifeMs: number,
+  prefetch: boolean,
+): SemanticArm {
+  const background = backgroundOf([
+    ...search.background,
+    ...semantic.reference.map((r) => cosine(semantic.vector, r)),
+  ])!;
+  const neighbours = search.neighbours.filter((n) => foundByMeaning(n.similarity, background));
+  const unread = neighbours
+    .map((n) => ({
+      ...n,
+      bound:
+        semanticShare(n.similarity, background) * (n.salience ? salienceAt(n.salience, now, halfLifeMs) : 1),
+    }))
+    .sort((a, b) => b.bound - a.bound);
+  const reads = new Map<string, Promise<Candidate | undefined>>();
+  const read = (id: string) => {
+    let found = reads.get(id);
+    if (!found) {
+      found = req.deep
+        ? locateEntry(store, req.agentId, id)
+        : findById(store.hot, req.agentId, id).then((entry) =>
+            entry && inDefaultRecall(entry, now) ? { entry, tier: 'hot' as const } : undefined,
+          );
+      // A read recall never waits for (the lexical arm held the entry) must not go unhandled.
+      found.catch(() => undefined);
+      reads.set(id, found);
+    }
+    return found;
+  };
+  if (prefetch) for (const n of unread.slice(0, Math.min(req.k, NEIGHBOUR_READS))) void read(n.id);
+  return { query: semantic, search, background, neighbours, unread, read };
+}
+
 /**
  * The semantic list: the nearest neighbours that pass the same tier filter as lexical
  * candidates (default recall: hot, active, unexpired, above the gate), at most `depth`. A
@@ -160,44 +227,28 @@ const NEIGHBOUR_READS = 16;
  * that can change its answer, not every one that is near.
  */
 async function semanticRanking(
-  store: Store,
-  req: RecallRequest,
+  arm: SemanticArm,
   now: number,
-  neighbours: readonly Neighbour[],
   lexical: readonly Scored[] & { ceiling: number },
   opts: { k: number; depth: number; background: Background; halfLifeMs: number },
 ): Promise<{ candidate: Candidate; similarity: number }[]> {
   const known = new Map(lexical.map((s) => [s.candidate.entry._id, s.candidate]));
   const ranked: { candidate: Candidate; similarity: number }[] = [];
-  for (const n of neighbours) {
+  for (const n of arm.neighbours) {
     const c = known.get(n.id);
     if (c && ranked.length < opts.depth) ranked.push({ candidate: c, similarity: n.similarity });
   }
-  const unread = neighbours
-    .filter((n) => !known.has(n.id))
-    .map((n) => ({
-      ...n,
-      bound:
-        semanticShare(n.similarity, opts.background) *
-        (n.salience ? salienceAt(n.salience, now, opts.halfLifeMs) : 1),
-    }))
-    .sort((a, b) => b.bound - a.bound);
+  const unread = arm.unread.filter((n) => !known.has(n.id));
   for (let i = 0; i < unread.length && ranked.length < opts.depth;) {
     const hits = rankHybrid(lexical, ranked, { now, ...opts });
-    const round: typeof unread = [];
+    const round: Unread[] = [];
     // Short of k hits, as many as are missing (each may still fail the filter); then those
     // that could still enter the top k.
     const wanted = hits.length < opts.k ? Math.min(NEIGHBOUR_READS, opts.k - hits.length) : NEIGHBOUR_READS;
     while (i < unread.length && round.length < wanted && couldEnterTopK(hits, opts.k, unread[i]!.bound))
       round.push(unread[i++]!);
     if (round.length === 0) break;
-    const found = await Promise.all(
-      round.map(async ({ id }): Promise<Candidate | undefined> => {
-        if (req.deep) return locateEntry(store, req.agentId, id);
-        const entry = await findById(store.hot, req.agentId, id);
-        return entry && inDefaultRecall(entry, now) ? { entry, tier: 'hot' } : undefined;
-      }),
-    );
+    const found = await Promise.all(round.map(({ id }) => arm.read(id)));
     round.forEach((n, j) => {
       const candidate = found[j];
       if (candidate && ranked.length < opts.depth) ranked.push({ candidate, similarity: n.similarity });
@@ -217,48 +268,48 @@ function cosine(a: Float32Array, b: Float32Array): number {
  * A direct, indexed read (recall does not go through Temporal). It appends to the query log
  * and changes nothing else (docs/invariants.md, Read-only recall). With a query vector, the
  * agent's nearest neighbours join the lexical candidates (hybrid); without one, recall is
- * lexical and its result says why.
+ * lexical and its result says why. The lexical reads do not wait for the query's embedding.
  */
 export async function recall(
   store: Store,
   req: RecallRequest,
   policy: MemoryPolicy,
-  semantic: SemanticQuery,
+  semantic: Promise<SemanticQuery>,
 ): Promise<RecallResult> {
   const now = req.asOf ?? Date.now();
   const queryTerms = terms(req.query);
-  const [candidates, stones, search] = await Promise.all([
-    findCandidates(store, { agentId: req.agentId, terms: queryTerms, now, deep: req.deep }),
+  let lexicalRead = false;
+  const [candidates, stones, arm] = await Promise.all([
+    findCandidates(store, { agentId: req.agentId, terms: queryTerms, now, deep: req.deep }).then((found) => {
+      lexicalRead = true;
+      return found;
+    }),
     req.deep ? tombstonesMatching(store, req.agentId, queryTerms) : [],
-    'unavailable' in semantic
-      ? undefined
-      : semantic.indexes.nearest(
-          req.agentId,
-          semantic.model,
-          semantic.vector,
-          2 * semanticDepth(req.k),
-          // Default recall's filter is applied inside the search; deep recall takes every tier.
-          req.deep ? {} : { defaultRecallAt: now },
-        ),
+    // The words are read while the query embeds; the meaning once it has.
+    semantic.then(async (query): Promise<SemanticArm | { unavailable: string }> => {
+      if ('unavailable' in query) return query;
+      const found = await query.indexes.nearest(
+        req.agentId,
+        query.model,
+        query.vector,
+        semanticDepth(req.k),
+        // Default recall's filter is applied inside the search; deep recall takes every tier.
+        { ...(req.deep ? {} : { defaultRecallAt: now }), since: query.since },
+      );
+      if (!found.available) return { unavailable: found.reason };
+      return semanticArm(store, req, now, query, found, policy.halfLifeMs, !lexicalRead);
+    }),
   ]);
   let hits: RecallHit[];
   let retrieval: Retrieval;
   let ranked = candidates.length;
-  if ('unavailable' in semantic || !search?.available) {
+  if ('unavailable' in arm) {
     hits = rankCandidates(queryTerms, candidates, { now, k: req.k, ...policy });
-    retrieval = {
-      mode: 'lexical',
-      reason: 'unavailable' in semantic ? semantic.unavailable : (search as { reason: string }).reason,
-    };
+    retrieval = { mode: 'lexical', reason: arm.unavailable };
   } else {
     const lexical = scoreLexical(queryTerms, candidates);
-    const background = backgroundOf([
-      ...search.background,
-      ...semantic.reference.map((r) => cosine(semantic.vector, r)),
-    ])!;
-    const neighbours = search.neighbours.filter((n) => foundByMeaning(n.similarity, background));
-    const scale = { k: req.k, background, halfLifeMs: policy.halfLifeMs };
-    const semanticRanked = await semanticRanking(store, req, now, neighbours, lexical, {
+    const scale = { k: req.k, background: arm.background, halfLifeMs: policy.halfLifeMs };
+    const semanticRanked = await semanticRanking(arm, now, lexical, {
       ...scale,
       depth: semanticDepth(req.k),
     });
@@ -267,12 +318,12 @@ export async function recall(
     hits = rankHybrid(lexical, semanticRanked, { now, ...scale });
     retrieval = {
       mode: 'hybrid',
-      model: semantic.model,
-      otherModelVectors: search.otherModel,
-      badVectors: search.bad,
-      filteredNeighbours: search.rejected,
-      queryEmbeddingMs: semantic.embeddingMs,
-      indexCatchingUp: search.catchingUp,
+      model: arm.query.model,
+      otherModelVectors: arm.search.otherModel,
+      badVectors: arm.search.bad,
+      filteredNeighbours: arm.search.rejected,
+      queryEmbeddingMs: arm.query.embeddingMs,
+      indexCatchingUp: arm.search.catchingUp,
     };
   }
   const result: RecallResult = { hits, retrieval, asOf: now, candidates: ranked };

@@ -56,6 +56,11 @@ export const SAVE_DELAY_MS = 30_000;
  */
 export const ERASURE_SWEEP_MS = 60_000;
 
+/** The name of an agent's index of one embedding space, in this process. */
+function indexKey(agentId: string, space: EmbeddingSpace): string {
+  return `${agentId}\0${space.model}\0${space.dimensions}`;
+}
+
 interface Loaded {
   /** The engine's name for this index. */
   key: string;
@@ -80,6 +85,11 @@ interface Loaded {
    */
   catchingUp?: Promise<void>;
   queuedCatchUp?: Promise<void>;
+  /**
+   * The latest catch-up that did not fail, and when it started (`performance.now()`): it read
+   * the counter then, so it reflects every change acknowledged before that.
+   */
+  latestCatchUp?: { startedAt: number; done: Promise<void> };
   /** Set on a load stopped for want of room (VectorBudget): it was not kept. */
   noRoom?: true;
   /** Where this process persists the index, when it is the one that saves it. */
@@ -346,6 +356,18 @@ export class VectorIndexes {
   }
 
   /**
+   * Start loading the agent's index of `space`, or catching it up, now: a recall calls it
+   * before it embeds its query, so that the index is ready when the vector is. A failure is
+   * left to the search that follows, which meets it again.
+   */
+  prepare(agentId: string, space: EmbeddingSpace): void {
+    const key = indexKey(agentId, space);
+    if (this.tooLarge.has(key)) return;
+    const l = this.loaded.get(key);
+    (l ? this.caughtUp(l) : this.load(key, agentId, space)).catch(() => undefined);
+  }
+
+  /**
    * The `k` nearest of the agent's vectors of `model` at the query's dimensions to `query`
    * (unit length). With `defaultRecallAt`, only those default recall takes at that time
    * (core/recall.ts, stateInDefaultRecall), judged inside the search.
@@ -355,10 +377,10 @@ export class VectorIndexes {
     model: string,
     query: Float32Array,
     k: number,
-    opts: { defaultRecallAt?: number } = {},
+    opts: { defaultRecallAt?: number; since?: number } = {},
   ): Promise<SemanticSearch> {
     const space: EmbeddingSpace = { model, dimensions: query.length };
-    const key = `${agentId}\0${model}\0${query.length}`;
+    const key = indexKey(agentId, space);
     const refused = await this.stillTooLarge(key, agentId);
     if (refused !== undefined) return this.refusal(refused);
     const l = this.loaded.get(key) ?? (await this.withinWait(this.load(key, agentId, space)))?.value;
@@ -377,7 +399,7 @@ export class VectorIndexes {
         reason: `the agent's vector index is loading into memory (${read} vectors so far); recall is lexical until it is loaded`,
       };
     }
-    const caughtUp = await this.withinWait(this.caughtUp(l));
+    const caughtUp = await this.withinWait(this.caughtUp(l, opts.since));
     if (l.size > this.maxVectors) {
       this.refuse(key, l.size);
       return this.refusal(l.size);
@@ -627,14 +649,25 @@ export class VectorIndexes {
   }
 
   /** A catch-up that starts after this call: the one queued, or a new one. */
-  private caughtUp(l: Loaded): Promise<void> {
+  /**
+   * A catch-up that reflects every change acknowledged before `since` (`performance.now()`),
+   * or before now: one that started since serves (`prepare` starts one while a query embeds).
+   */
+  private caughtUp(l: Loaded, since?: number): Promise<void> {
+    const latest = l.latestCatchUp;
+    if (since !== undefined && latest && latest.startedAt >= since) return latest.done;
     if (l.queuedCatchUp) return l.queuedCatchUp;
     const before = l.catchingUp?.catch(() => undefined) ?? Promise.resolve();
     const next: Promise<void> = before.then(async () => {
       l.queuedCatchUp = undefined;
       l.catchingUp = next;
+      const started = { startedAt: performance.now(), done: next };
+      l.latestCatchUp = started;
       try {
         await this.catchUp(l);
+      } catch (err) {
+        if (l.latestCatchUp === started) l.latestCatchUp = undefined;
+        throw err;
       } finally {
         if (l.catchingUp === next) l.catchingUp = undefined;
       }

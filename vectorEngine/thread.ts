@@ -285,8 +285,12 @@ function search(h: Held, req: Extract<EngineRequest, { op: 'search' }>): Found {
   let rejected = 0;
   let neighbours: Found['neighbours'] = [];
   if (k > 0 && h.labelOf.size > 0) {
-    // Scrubs rank too; with a filter, ask for more than k from the start.
-    for (let wanted = filter === undefined ? k + h.scrubs.length : Math.max(2 * k, 32); ; wanted *= 4) {
+    // Scrubs rank too; with a filter, ask for more than k from the start, then for as many as
+    // the share that passed says k needs (with a margin), so that a filter that rejects most
+    // of an agent (a long-lived agent's entries are mostly dormant or cold) costs two searches,
+    // not a search per quadrupling.
+    let wanted = filter === undefined ? k + h.scrubs.length : Math.max(2 * k, 32);
+    for (;;) {
       const asked = Math.min(wanted, total, MAX_FETCH);
       const found = h.index.search(req.query, asked, 1);
       neighbours = [];
@@ -305,6 +309,7 @@ function search(h: Held, req: Extract<EngineRequest, { op: 'search' }>): Found {
         neighbours.push(n);
       }
       if (neighbours.length >= k || asked >= total || asked >= MAX_FETCH) break;
+      wanted = Math.max(4 * asked, Math.ceil((1.5 * k * asked) / Math.max(neighbours.length, 1)));
     }
   }
   const background = h.sample.slice(0, req.sample).map((s) => cosine(req.query, s.vector));

@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemgateClient } from '../../client/client';
 import { buildEntry, memoryPolicy } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
+import type { Store } from '../../store/db';
 import { entryId, insertNewEntries } from '../../store/entries';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { MEMORIES, PARAPHRASE } from '../support/memories';
@@ -16,6 +17,30 @@ import { untilEmbedded } from '../support/embedded';
 
 let env: TestEnv;
 const T0 = Date.now() - 3 * DAY_MS;
+
+/** Every read of `store`'s vector records waits for `gate`: an index load then outlasts any wait. */
+function holdVectorReads(store: Store, gate: Promise<void>): void {
+  const vectors = store.vectors;
+  store.vectors = new Proxy(vectors, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop, target);
+      if (prop !== 'find') return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
+      return (...args: Parameters<typeof vectors.find>) => {
+        const cursor = target.find(...args);
+        const held = {
+          batchSize: (n: number) => (cursor.batchSize(n), held),
+          toArray: async () => (await gate, cursor.toArray()),
+          close: () => cursor.close(),
+          async *[Symbol.asyncIterator]() {
+            await gate;
+            yield* cursor;
+          },
+        };
+        return held;
+      };
+    },
+  });
+}
 
 beforeAll(async () => {
   env = await startTestEnv();
@@ -65,8 +90,13 @@ describe("an agent's first hybrid recall in a process", () => {
     );
     // A process of its own, so the agent's index is not in its memory yet; it waits not at all.
     const impatient = await MemgateClient.connect({ ...env.config, recallIndexWaitMs: 0 }, env.endpoints);
+    // The load starts while the query embeds: held until the first recall has answered, so that
+    // it outlasts the embedding however fast that is.
+    let release!: () => void;
+    holdVectorReads(impatient.store, new Promise<void>((r) => (release = r)));
     try {
       const first = await impatient.recall({ agentId, query: PARAPHRASE });
+      release();
       expect(first.retrieval.mode).toBe('lexical');
       expect((first.retrieval as { reason: string }).reason).toMatch(/vector index is loading/);
       let later = first;
