@@ -1,10 +1,11 @@
-import { memoryPolicy, type Tier } from '../core/entry';
+import { memoryPolicy, type Entry, type Tier } from '../core/entry';
 import { NotFoundError } from '../core/errors';
-import { forgetDerivedSchema, forgetInputSchema, forgetStepSchema, parseInput } from '../core/messages';
+import { forgetDerivedSchema, forgetStepSchema, parseInput } from '../core/messages';
 import { assessSummary, buildSummaryEntry } from '../core/nightly/clusters';
 import type { Policy } from '../core/policy';
-import type { Summarizer } from '../llm/summarizer';
+import { extractiveSummary, type Summarizer } from '../llm/summarizer';
 import type { Store } from '../store/db';
+import { erasedAmong } from '../store/entries';
 import {
   eraseFromQueryLog,
   removeSummary,
@@ -17,8 +18,56 @@ import {
 import { deleteEntry, storedEntries } from '../store/nightly';
 import { heartbeat } from './liveness';
 
-/** Erasure (docs/invariants.md, Erasure wins), one step per activity; the forget workflow runs them in order. */
+interface ForgetStep {
+  agentId: string;
+  entryId: string;
+  at: number;
+  policy: Policy;
+}
+
+/**
+ * Erasure (docs/invariants.md, Erasure wins), one step per activity; the forget workflow runs
+ * them in order. No step before the content is gone calls a model, so a failing summarizer
+ * never leaves the erased entry readable: only the summaries' final wording waits for it.
+ */
 export function createForgetActivities(store: Store, summarizer: Summarizer) {
+  /**
+   * The other sources of a summary built from the erased entry, oldest first, when the summary
+   * can be rebuilt from them: all still stored, and none erased. A source another erasure
+   * claimed stays stored until that erasure deletes it; its tombstone, written first, says it
+   * is going, so of two erasures racing over one summary the later to look removes it.
+   */
+  async function rebuildableFrom(input: ForgetStep, summary: Entry): Promise<Entry[] | undefined> {
+    const remaining = (summary.derivedFrom ?? []).filter((id) => id !== input.entryId);
+    const { present, gone } = await storedEntries(store, input.agentId, remaining);
+    if (present.length === 0 || gone.length > 0) return undefined;
+    const erased = await erasedAmong(
+      store,
+      input.agentId,
+      present.map((s) => s._id),
+    );
+    return erased.size > 0 ? undefined : present;
+  }
+
+  async function rewrite(
+    input: ForgetStep,
+    summary: Entry,
+    sources: Entry[],
+    text: string,
+    final: boolean,
+  ): Promise<void> {
+    const texts = sources.map((s) => ({ id: s._id, text: s.text }));
+    const assessment = assessSummary(texts, text);
+    const rebuilt = buildSummaryEntry(summary._id, sources, text, assessment, {
+      asOf: input.at,
+      runId: summary.source.ref ?? 'forget',
+      policy: memoryPolicy(input.policy),
+    });
+    await replaceSummaryContent(store, input.agentId, rebuilt, assessment.lossless, input.entryId, input.at, {
+      final,
+    });
+  }
+
   return {
     async forgetTombstone(input: { agentId: string; entryId: string; at: number }): Promise<void> {
       input = parseInput(forgetStepSchema, input, 'forget');
@@ -28,59 +77,57 @@ export function createForgetActivities(store: Store, summarizer: Summarizer) {
     },
 
     /**
-     * Every summary built from the entry is rebuilt from its other sources when they are
-     * all still stored, or else removed and flagged; links through the entry are undone.
+     * The content leaves everything that holds it, with no model call: each summary built from
+     * the entry is rewritten from its other sources by the extractive merge, or removed and
+     * flagged when it cannot be rebuilt; links through the entry are undone; the entry leaves
+     * both tiers and the query log. The rewrite is not final: `forgetDerived` finds the
+     * summary again and has the summarizer word it.
      */
-    async forgetDerived(input: {
-      agentId: string;
-      entryId: string;
-      at: number;
-      policy: Policy;
-    }): Promise<{ resummarised: string[]; removed: string[]; restored: string[] }> {
+    async forgetEntry(
+      input: ForgetStep,
+    ): Promise<{ removed: string[]; restored: string[]; tiers: Tier[]; queriesRemoved: number }> {
       input = parseInput(forgetDerivedSchema, input, 'forget');
-      const resummarised: string[] = [];
       const removed: string[] = [];
       for (const summary of await summariesDerivedFrom(store, input.agentId, input.entryId)) {
-        const remaining = (summary.derivedFrom ?? []).filter((id) => id !== input.entryId);
-        const { present, gone } = await storedEntries(store, input.agentId, remaining);
-        if (present.length === 0 || gone.length > 0) {
+        const sources = await rebuildableFrom(input, summary);
+        if (!sources) {
           await removeSummary(store, input.agentId, summary._id, input.entryId, input.at);
           removed.push(summary._id);
           continue;
         }
-        const texts = present.map((s) => ({ id: s._id, text: s.text }));
-        const text = await summarizer.summarize(texts);
-        const assessment = assessSummary(texts, text);
-        const rebuilt = buildSummaryEntry(summary._id, present, text, assessment, {
-          asOf: input.at,
-          runId: summary.source.ref ?? 'forget',
-          policy: memoryPolicy(input.policy),
-        });
-        await replaceSummaryContent(
-          store,
-          input.agentId,
-          rebuilt,
-          assessment.lossless,
-          input.entryId,
-          input.at,
-        );
-        resummarised.push(summary._id);
-        heartbeat(summary._id);
+        const merged = extractiveSummary(sources.map((s) => ({ id: s._id, text: s.text })));
+        await rewrite(input, summary, sources, merged, false);
       }
       // The entry may itself be a summary: what leaned on it no longer can.
       await unlinkSummary(store, input.agentId, input.entryId);
       const restored = await unlinkSupersession(store, input.agentId, input.entryId, input.at);
-      return { resummarised, removed, restored };
-    },
-
-    async forgetEntry(input: {
-      agentId: string;
-      entryId: string;
-    }): Promise<{ tiers: Tier[]; queriesRemoved: number }> {
-      input = parseInput(forgetInputSchema, input, 'forget');
       const tiers = await deleteEntry(store, input.agentId, input.entryId);
       const queriesRemoved = await eraseFromQueryLog(store, input.agentId, input.entryId);
-      return { tiers, queriesRemoved };
+      return { removed, restored, tiers, queriesRemoved };
+    },
+
+    /**
+     * Every summary still built from the entry is worded anew by the summarizer from its other
+     * sources, when they all still stand, or else removed and flagged (another erasure claimed
+     * one since).
+     */
+    async forgetDerived(input: ForgetStep): Promise<{ resummarised: string[]; removed: string[] }> {
+      input = parseInput(forgetDerivedSchema, input, 'forget');
+      const resummarised: string[] = [];
+      const removed: string[] = [];
+      for (const summary of await summariesDerivedFrom(store, input.agentId, input.entryId)) {
+        const sources = await rebuildableFrom(input, summary);
+        if (!sources) {
+          await removeSummary(store, input.agentId, summary._id, input.entryId, input.at);
+          removed.push(summary._id);
+          continue;
+        }
+        const text = await summarizer.summarize(sources.map((s) => ({ id: s._id, text: s.text })));
+        await rewrite(input, summary, sources, text, true);
+        resummarised.push(summary._id);
+        heartbeat(summary._id);
+      }
+      return { resummarised, removed };
     },
   };
 }

@@ -221,6 +221,19 @@ export const CONFIG_SPECS = {
     default: '127.0.0.1',
     doc: 'address the HTTP API listens on; only this machine by default',
   }),
+  codecOrigins: spec({
+    env: 'MEMGATE_CODEC_ORIGINS',
+    schema: text.transform((v, ctx) => {
+      const origins = v.split(',').map((o) => o.trim());
+      for (const o of origins) {
+        if (!/^https?:\/\/[^/\s]+$/.test(o))
+          ctx.addIssue({ code: 'custom', message: `${o} is not an origin` });
+      }
+      return origins;
+    }),
+    allowed: 'comma-separated origins (scheme://host[:port])',
+    doc: "Temporal UIs allowed to call the codec endpoint (`/codec/decode`) from a browser, besides the local stack's own UI",
+  }),
   logLevel: spec({
     env: 'MEMGATE_LOG_LEVEL',
     schema: z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR']),
@@ -552,10 +565,8 @@ export type Config = {
 /** What an error shows in place of a secret's value. */
 const HIDDEN = '(hidden)';
 
-/** A URI as it may be printed: any password in it replaced. */
-export function maskUri(uri: string): string {
-  return uri.replace(/^([a-z][a-z0-9+.-]*:\/\/[^:/@]*):[^@/]*@/i, '$1:***@');
-}
+/** A URI as it may be printed (core/uri.ts): any password in it replaced. */
+export { maskUri } from './uri';
 
 /**
  * Settings memgate no longer reads, with what replaced them: one still set would otherwise be

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { agentIdSchema, isExpired, zodIssues, type Entry, type Tier } from './entry';
+import { assertNotAhead } from './clock';
+import { agentIdSchema, epochMs, isExpired, zodIssues, type Entry, type Tier } from './entry';
 import { InvalidInputError } from './errors';
 import { salienceAt, type Salience } from './salience';
 import { termSequence, terms } from './text';
@@ -13,16 +14,25 @@ export const recallRequestSchema = z.strictObject({
     .refine((q) => terms(q).length > 0, 'must contain at least one searchable word'),
   k: z.number().int().min(1).max(200).default(10),
   deep: z.boolean().default(false),
-  /** Evaluate the gate at this instant (simulations and tests); defaults to now. */
-  asOf: z.number().int().min(0).optional(),
+  /**
+   * Evaluate the gate at this instant (simulations and tests); defaults to now. The recall is
+   * logged at it, so `parseRecallRequest` bounds it (`RecallBounds`).
+   */
+  asOf: epochMs.optional(),
 });
 
 export type RecallRequestInput = z.input<typeof recallRequestSchema>;
 export type RecallRequest = z.output<typeof recallRequestSchema>;
 
-export function parseRecallRequest(input: unknown): RecallRequest {
+/**
+ * Parse or throw InvalidInputError. `now` is the deciding clock (the client's, which every
+ * recall, HTTP and MCP too, goes through): `asOf`, at which the recall is logged, is bounded
+ * as a write's time is, not past it by more than the skew allowed (core/clock.ts).
+ */
+export function parseRecallRequest(input: unknown, now: number): RecallRequest {
   const parsed = recallRequestSchema.safeParse(input);
   if (!parsed.success) throw new InvalidInputError('invalid recall', zodIssues(parsed.error));
+  if (parsed.data.asOf !== undefined) assertNotAhead(parsed.data.asOf, now, 'asOf', 'recall');
   return parsed.data;
 }
 

@@ -8,12 +8,12 @@ import {
   type Document,
   type OptionalUnlessRequiredId,
 } from 'mongodb';
-import { maskUri } from '../core/config';
 import type { Entry } from '../core/entry';
 import type { PendingChange } from '../core/feedWatermark';
 import type { Policy } from '../core/policy';
 import type { RecallState } from '../core/recall';
-import { StackUnavailableError } from '../core/errors';
+import { InvalidConfigError, StackUnavailableError } from '../core/errors';
+import { maskUri, maskUris } from '../core/uri';
 import { createGuard, type StoreLimits } from './guard';
 
 /** One record per lifecycle event: spill, eviction, rehydration, supersession, restore, expiry, erasure. */
@@ -214,6 +214,27 @@ export interface Collections {
   vectors: Collection<VectorRecord>;
   vectorFeeds: Collection<VectorFeed>;
   vectorChanges: Collection<VectorChange>;
+  contentKeys: Collection<ContentKeyRecord>;
+  payloadKeys: Collection<PayloadKeyRecord>;
+}
+
+/**
+ * The key one entry's content is sealed with wherever it travels through Temporal
+ * (codec/sealedEntry.ts): deleting it makes every copy unreadable (docs/invariants.md,
+ * Erased from Temporal history). `_id` is the entry's id.
+ */
+export interface ContentKeyRecord {
+  _id: string;
+  agentId: string;
+  key: Binary;
+  createdAt: number;
+}
+
+/** A key the payload codec encrypts whole payloads with (codec/payloadCodec.ts); the newest encodes. */
+export interface PayloadKeyRecord {
+  _id: string;
+  key: Binary;
+  createdAt: number;
 }
 
 export interface Store extends Collections {
@@ -255,7 +276,7 @@ export async function insertIgnoringExisting<T extends Document & { _id: string 
  */
 export function storeFailure(err: unknown): StackUnavailableError | undefined {
   if (!(err instanceof MongoError)) return undefined;
-  return new StackUnavailableError(`the MongoDB-protocol server failed: ${err.message}`, {
+  return new StackUnavailableError(`the MongoDB-protocol server failed: ${maskUris(err.message)}`, {
     driverError: err.name,
   });
 }
@@ -265,13 +286,20 @@ export function storeFailure(err: unknown): StackUnavailableError | undefined {
  * share of the server's connections and bounded by the store timeout.
  */
 export async function openStore(uri: string, database: string, limits: StoreLimits): Promise<Store> {
-  const client = new MongoClient(uri, {
-    serverSelectionTimeoutMS: Math.min(5_000, limits.timeoutMs),
-    // The guard admits no more than this at once; the driver's own queue never holds a call.
-    maxPoolSize: limits.budget.perProcess,
-    waitQueueTimeoutMS: limits.timeoutMs,
-    ignoreUndefined: true,
-  });
+  let client: MongoClient;
+  try {
+    client = new MongoClient(uri, {
+      serverSelectionTimeoutMS: Math.min(5_000, limits.timeoutMs),
+      // The guard admits no more than this at once; the driver's own queue never holds a call.
+      maxPoolSize: limits.budget.perProcess,
+      waitQueueTimeoutMS: limits.timeoutMs,
+      ignoreUndefined: true,
+    });
+  } catch (err) {
+    // The driver's message may quote the URI, password and all.
+    const why = maskUris((err as Error).message.split(uri).join(maskUri(uri)));
+    throw new InvalidConfigError('MONGODB_URI', `a URI the MongoDB driver accepts (${why})`, maskUri(uri));
+  }
   try {
     await client.connect();
   } catch (err) {
@@ -298,6 +326,8 @@ export async function openStore(uri: string, database: string, limits: StoreLimi
     vectors: guard.collection(db.collection<VectorRecord>('vectors')),
     vectorFeeds: guard.collection(db.collection<VectorFeed>('vector_feeds')),
     vectorChanges: guard.collection(db.collection<VectorChange>('vector_changes')),
+    contentKeys: guard.collection(db.collection<ContentKeyRecord>('content_keys')),
+    payloadKeys: guard.collection(db.collection<PayloadKeyRecord>('payload_keys')),
     // Sizes every database: under FerretDB that reads PostgreSQL, which a `ping` would not.
     answers: () =>
       guard
@@ -352,6 +382,10 @@ export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string,
   vectors: [{ feedKey: 1 }, { agentId: 1 }],
   // A reader of the feed reads the log a page at a time, by equality (store/vectorFeed.ts).
   vectorChanges: [{ feedKey: 1 }],
+  // Read by `_id`; erasing a whole agent deletes its keys by `agentId`.
+  contentKeys: [{ agentId: 1 }],
+  // Read whole, once per process: a handful of keys.
+  payloadKeys: [],
 };
 
 /** Idempotent. */

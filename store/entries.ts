@@ -4,7 +4,7 @@ import { MongoBulkWriteError, type Collection, type Filter } from 'mongodb';
 import type { Entry, Provenance, Tier } from '../core/entry';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
-import { insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
+import { insertIgnoringExisting, isErasure, type QueryLogRecord, type Store } from './db';
 import { withdrawErased } from './nightly';
 import { documentFrequencies, termKey } from './terms';
 
@@ -195,6 +195,27 @@ export async function findCandidates(store: Store, f: CandidateFilter): Promise<
   return candidates;
 }
 
+/** Which of `ids` an erasure has claimed (its tombstone, or that of a summary removed with it), by point reads. */
+export async function erasedAmong(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  const stones = await Promise.all(
+    ids.map((_id) => store.tombstones.findOne({ _id, agentId }, { projection: { reason: 1 } })),
+  );
+  return new Set(ids.filter((_, i) => stones[i] && isErasure(stones[i])));
+}
+
+/**
+ * A recall's record. The recall may have read an entry that `forget` erased since: the record
+ * goes in first and looks for erasure tombstones after, while `forget` writes its tombstone
+ * before it cleans the query log, so in any interleaving one of the two removes it
+ * (docs/invariants.md, Erasure wins).
+ */
 export async function logQuery(store: Store, record: Omit<QueryLogRecord, 'day'>): Promise<void> {
   await store.queries.insertOne({ ...record, day: dayOf(record.at) });
+  if ((await erasedAmong(store, record.agentId, record.hitIds)).size > 0) {
+    await store.queries.deleteOne({ _id: record._id, agentId: record.agentId });
+  }
 }

@@ -1,7 +1,9 @@
 import { claimPatch, restoreSupersessionPatch } from '../core/nightly/clusters';
 import type { Entry } from '../core/entry';
+import { shredContentKey } from './contentKeys';
 import { ERASED, type Store } from './db';
 import { termKeys } from './entries';
+import { adjustDocumentFrequencies } from './terms';
 import { dropVectors } from './vectors';
 import {
   annotate,
@@ -27,6 +29,9 @@ export async function tombstoneErasure(
   id: string,
   at: number,
 ): Promise<boolean> {
+  // First of all, and whether or not the entry is stored yet: every copy of its content in a
+  // Temporal history becomes unreadable (docs/invariants.md, Erased from Temporal history).
+  await shredContentKey(store, agentId, id);
   const entry = await locateEntry(store, agentId, id);
   const stone = await findById(store.tombstones, agentId, id);
   if (!entry && !stone) return false;
@@ -61,9 +66,11 @@ export async function summariesDerivedFrom(store: Store, agentId: string, id: st
  * Rewrite a summary in place (every tier holding it) from the sources that remain. The
  * rewrite keeps every source's link truthful at every crash point, and its steps are
  * idempotent: the lossless links are withdrawn first, then the text is replaced, then each
- * link says whether the new text keeps its source's facts, and only then does the erased id
- * leave `derivedFrom`. Until that last step the erasure finds the summary again, so a
- * retried rewrite (whose model may write other text) redoes every step against its own text.
+ * link says whether the new text keeps its source's facts, and only then, when `final`, does
+ * the erased id leave `derivedFrom`. Until that last step the erasure finds the summary again,
+ * so a retried rewrite (whose model may write other text) redoes every step against its own
+ * text, and a rewrite that is not final (the one without a model) is done again by the next.
+ * The old text's counted terms are withdrawn before it goes, and the new text awaits its count.
  */
 export async function replaceSummaryContent(
   store: Store,
@@ -75,6 +82,7 @@ export async function replaceSummaryContent(
   lossless: ReadonlyMap<string, boolean>,
   erasedId: string,
   at: number,
+  { final }: { final: boolean },
 ): Promise<void> {
   const { _id } = summary;
   await store.ledger.replaceOne(
@@ -99,11 +107,19 @@ export async function replaceSummaryContent(
     lossy_summary: summary.lossy_summary,
   };
   if (summary.lossyReasons !== undefined) content.lossyReasons = summary.lossyReasons;
+  // Withdrawn before the text goes: a crash in between leaves a count too low, never a term
+  // of the erased entry (docs/invariants.md, Erasure wins).
+  if (!current.pending?.includes('terms')) {
+    await adjustDocumentFrequencies(store, agentId, [current.terms], -1);
+  }
   await annotate(store, agentId, _id, (e) =>
     stillBuiltFromErased(e)
       ? {
-          // The new text awaits its own vector.
-          set: { ...content, pending: [...new Set([...(e.pending ?? []), 'embed' as const])] },
+          // The new text awaits its count and its own vector.
+          set: {
+            ...content,
+            pending: [...new Set([...(e.pending ?? []), 'terms' as const, 'embed' as const])],
+          },
           unset: summary.lossyReasons === undefined ? ['lossyReasons'] : [],
         }
       : undefined,
@@ -113,6 +129,7 @@ export async function replaceSummaryContent(
   for (const [sourceId, ok] of lossless) {
     await annotate(store, agentId, sourceId, (e) => claimPatch(e, _id, ok, { link: false }));
   }
+  if (!final) return;
   await annotate(store, agentId, _id, (e) =>
     stillBuiltFromErased(e) ? { set: { derivedFrom: summary.derivedFrom }, unset: [] } : undefined,
   );

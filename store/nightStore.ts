@@ -28,7 +28,7 @@ import {
   TIERS,
   writeSummary,
 } from './nightly';
-import { adjustDocumentFrequencies, documentFrequencies } from './terms';
+import { countEntryTerms, documentFrequencies } from './terms';
 
 const RECLAIM_FIELDS = {
   _id: 1,
@@ -111,12 +111,8 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
         entries.map((e) => e._id),
         'terms',
       );
-      await adjustDocumentFrequencies(
-        store,
-        agentId,
-        entries.map((e) => e.terms),
-        1,
-      );
+      // Each entry read again after its count: one erased meanwhile has its count withdrawn.
+      await countEntryTerms(store, agentId, entries);
       await countArrived(
         store,
         agentId,

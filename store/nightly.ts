@@ -601,10 +601,12 @@ export async function writeSummary(
     sources.filter((s) => derived.has(s.id)),
     stored.text,
   );
+  // Ids only: the ledger outlives an erasure of a source by its retention, so it never holds
+  // the facts a summary lost, only whose (docs/invariants.md, Erasure wins).
   await recordEvent(store, ctx, 'summarise', stored._id, 'near-duplicate cluster merged', {
     derivedFrom: stored.derivedFrom,
     lossy_summary: stored.lossy_summary,
-    lossyReasons: stored.lossyReasons ?? [],
+    lossySources: [...lossless].filter(([, ok]) => !ok).map(([id]) => id),
   });
   if (!stored.isActive) await annotate(store, ctx.agentId, stored._id, reinstatePatch);
   for (const [sourceId, ok] of lossless) {

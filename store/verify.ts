@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { Entry, Tier } from '../core/entry';
 import { registeredAgents } from './agents';
 import { isErasure, type Store, type Tombstone } from './db';
@@ -18,11 +19,18 @@ import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
  *   retired, or that lacks an atom of the deleted entry although it claimed to hold them all.
  * - `summary-not-current`: an active summary is built from an entry that is superseded
  *   (docs/invariants.md, Current summaries).
+ * - `term-overcounted`: a term's document frequency (`term_stats`) counts more entries than the
+ *   stored ones holding it, so it still counts an entry that is gone, such as an erased one
+ *   (docs/invariants.md, Erasure wins); counts may err low, never high. Named by a digest of
+ *   the term, which may be erased content. Not judged for an agent with an id unaccounted
+ *   for: the entry that vanished took its terms along unseen.
  * - `erased-in-vector-index`: a vector index this process persisted (MEMGATE_VECTOR_INDEX_DIR)
  *   holds a vector the store no longer has: an erasure it has not applied yet, because it was
  *   saved by a process that is not running, or by one that has not swept since
  *   (docs/invariants.md, Erased from derived indexes). That process's next sweep, or its next
  *   hybrid recall of the agent, applies the erasure and deletes the file.
+ * - `erased-in-temporal-history`: an erased entry can still be read in a run of the agent's
+ *   workflow (client/historyCheck.ts, which `memgate verify` runs beside these).
  */
 export type VerifyCheck =
   | 'unaccounted'
@@ -33,7 +41,9 @@ export type VerifyCheck =
   | 'stand-in-inactive'
   | 'stand-in-not-lossless'
   | 'summary-not-current'
-  | 'erased-in-vector-index';
+  | 'term-overcounted'
+  | 'erased-in-vector-index'
+  | 'erased-in-temporal-history';
 
 export interface VerifyFinding {
   check: VerifyCheck;
@@ -76,8 +86,12 @@ export async function verifyStore(
   for await (const page of pages()) {
     for (const agentId of page) {
       report.agents++;
+      const before = report.findings.length;
       await verifyIds(store, agentId, opts.batch, report);
       await verifyTombstones(store, agentId, opts.batch, report);
+      if (!report.findings.slice(before).some((f) => f.check === 'unaccounted')) {
+        await verifyTermCounts(store, agentId, opts.batch, report);
+      }
     }
   }
   if (opts.vectorIndexDir !== undefined) await verifyPersistedIndexes(store, opts, report);
@@ -213,6 +227,40 @@ async function verifyErased(store: Store, agentId: string, stone: Tombstone, rep
   }
   const queries = await store.queries.find({ agentId, hitIds: id }, { projection: { _id: 1 } }).toArray();
   if (queries.length > 0) found(`${queries.length} logged recalls returned it`);
+}
+
+/** Each counted term of the agent is held by as many stored entries (either tier) as it counts. */
+async function verifyTermCounts(
+  store: Store,
+  agentId: string,
+  batch: number,
+  report: VerifyReport,
+): Promise<void> {
+  for await (const stats of inBatches(store.termStats, { agentId }, batch)) {
+    const held = await Promise.all(stats.map((s) => holders(store, agentId, s._id, s.df)));
+    stats.forEach((s, i) => {
+      if (held[i]! >= s.df) return;
+      report.findings.push({
+        check: 'term-overcounted',
+        agentId,
+        id: `term:${createHash('sha256').update(s._id).digest('base64url').slice(0, 16)}`,
+        detail: `counted for ${s.df} entries, held by ${held[i]} stored entries`,
+      });
+    });
+  }
+}
+
+/** How many stored entries hold the term of `key`, counted up to `atMost`. */
+async function holders(store: Store, agentId: string, key: string, atMost: number): Promise<number> {
+  const ids = new Set<string>();
+  for (const tier of TIERS) {
+    const found = await tierCollection(store, tier)
+      .find({ termKeys: key, agentId }, { projection: { _id: 1 } })
+      .limit(Math.max(1, atMost))
+      .toArray();
+    for (const { _id } of found) ids.add(_id);
+  }
+  return ids.size;
 }
 
 async function verifyStandIn(store: Store, agentId: string, stone: Tombstone, report: VerifyReport) {

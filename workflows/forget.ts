@@ -17,16 +17,23 @@ export function forgetWorkflowId(agentId: string, entryId: string): string {
 }
 
 /**
- * Erasure (docs/invariants.md, Erasure wins): a content-free tombstone first, then every
- * summary derived from the entry is rebuilt without it or removed and flagged, then the
- * entry leaves both tiers and the query log. Each step is idempotent, so the workflow can
- * be rerun at any point.
+ * Erasure (docs/invariants.md, Erasure wins): a content-free tombstone first, then the content
+ * leaves both tiers, the query log and every summary derived from it (rewritten without it
+ * with no model call, or removed and flagged), and only then does the summarizer word the
+ * rewritten summaries: a summarizer that fails fails the erasure, never leaves its content
+ * readable. Each step is idempotent, so the workflow can be rerun at any point.
  */
 export async function forget(raw: ForgetInput) {
   const input = validated(forgetInputSchema, raw, 'forget');
   const step = { ...input, at: Date.now() };
   await forgetTombstone(step);
-  const derived = await forgetDerived({ ...step, policy: await currentPolicy() });
-  const removed = await forgetEntry(input);
-  return { entryId: input.entryId, ...derived, ...removed };
+  const policy = await currentPolicy();
+  const { removed, ...erased } = await forgetEntry({ ...step, policy });
+  const derived = await forgetDerived({ ...step, policy });
+  return {
+    entryId: input.entryId,
+    resummarised: derived.resummarised,
+    removed: [...removed, ...derived.removed],
+    ...erased,
+  };
 }

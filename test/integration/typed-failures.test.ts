@@ -99,6 +99,7 @@ describe('typed failures', () => {
     expect(attempts).toEqual([
       ['forgetTombstone', 1],
       ['currentPolicy', 1],
+      ['forgetEntry', 1],
       ['forgetDerived', 1],
     ]);
   }, 300_000);

@@ -1,0 +1,91 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { Binary } from 'mongodb';
+import { insertIgnoringExisting, isErasure, type ContentKeyRecord, type Store } from './db';
+
+/**
+ * The keys memory content is encrypted with before it reaches Temporal (codec/): one per entry,
+ * which `forget` deletes first (docs/invariants.md, Erased from Temporal history), and the
+ * payload codec's, which encrypt every payload whole.
+ */
+
+/** AES-256 keys. */
+export const KEY_BYTES = 32;
+
+/**
+ * The content key of each entry id, created for the ids that have none: a resent write finds
+ * the key its first send created, so every copy of one entry is under one key.
+ */
+export async function contentKeysFor(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+  now: number,
+): Promise<Map<string, Buffer>> {
+  const fresh: ContentKeyRecord[] = [...new Set(ids)].map((_id) => ({
+    _id,
+    agentId,
+    key: new Binary(randomBytes(KEY_BYTES)),
+    createdAt: now,
+  }));
+  const existing = await insertIgnoringExisting(store.contentKeys, fresh);
+  const keys = new Map<string, Buffer>(
+    fresh.filter((r) => !existing.has(r._id)).map((r) => [r._id, Buffer.from(r.key.value())]),
+  );
+  if (existing.size > 0)
+    for (const [id, key] of await contentKeys(store, agentId, [...existing])) keys.set(id, key);
+  return keys;
+}
+
+/**
+ * The content keys of the ids that still have one: an id without is erased. Point reads in
+ * parallel, not one `$in` read (docs/invariants.md, Index-driven).
+ */
+export async function contentKeys(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+): Promise<Map<string, Buffer>> {
+  const unique = [...new Set(ids)];
+  const found = await Promise.all(unique.map((_id) => store.contentKeys.findOne({ _id, agentId })));
+  return new Map(found.flatMap((r) => (r ? [[r._id, Buffer.from(r.key.value())] as const] : [])));
+}
+
+/** Delete an entry's content key: every copy of its content sealed under it is unreadable from now on. */
+export async function shredContentKey(store: Store, agentId: string, id: string): Promise<void> {
+  await store.contentKeys.deleteOne({ _id: id, agentId });
+}
+
+/** Delete every content key of an agent (erasing the whole agent). */
+export async function shredAgentContentKeys(store: Store, agentId: string): Promise<number> {
+  return (await store.contentKeys.deleteMany({ agentId })).deletedCount;
+}
+
+/**
+ * The payload codec's keys, newest first, creating the first when there is none. Two
+ * processes starting at once may both create one: both are kept, and the newest encodes.
+ */
+export async function payloadKeys(store: Store, now: number): Promise<{ id: string; key: Buffer }[]> {
+  let records = await store.payloadKeys.find({}).toArray();
+  if (records.length === 0) {
+    await store.payloadKeys.insertOne({
+      _id: randomUUID(),
+      key: new Binary(randomBytes(KEY_BYTES)),
+      createdAt: now,
+    });
+    records = await store.payloadKeys.find({}).toArray();
+  }
+  return records
+    .sort((a, b) => b.createdAt - a.createdAt || a._id.localeCompare(b._id))
+    .map((r) => ({ id: r._id, key: Buffer.from(r.key.value()) }));
+}
+
+/** Of `ids`, those behind an erasure tombstone (point reads by `_id`). */
+export async function erasedAmong(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  const unique = [...new Set(ids)];
+  const stones = await Promise.all(unique.map((_id) => store.tombstones.findOne({ _id, agentId })));
+  return new Set(stones.flatMap((t) => (t && isErasure(t) ? [t._id] : [])));
+}
