@@ -4,6 +4,7 @@ import { createEmbedActivities } from './embed';
 import type { Store } from '../store/db';
 import { createAuditActivities } from '../audit/activities';
 import { withTypedFailures } from './failures';
+import { createEraseAgentActivities } from './eraseAgent';
 import { createForgetActivities } from './forget';
 import { withLiveness } from './liveness';
 import { createNightlyActivities } from './nightly';
@@ -30,6 +31,7 @@ export function createActivities(deps: ActivityDeps) {
     ...withLiveness(createNightlyActivities(deps.store, deps.config, models.summarizer, deps.embeddings)),
     ...withLiveness(createForgetActivities(deps.store, models.summarizer)),
     ...withLiveness(createRestoreActivities(deps.store)),
+    ...withLiveness(createEraseAgentActivities(deps.store, deps.config)),
     embedEntries,
     embedPhase,
     markForReembedding,
@@ -49,6 +51,7 @@ export type NightlyActivities = ReturnType<typeof createNightlyActivities> &
 export type ReembedActivities = Pick<EmbedActivities, 'markForReembedding' | 'reembedAwaiting'>;
 export type ForgetActivities = ReturnType<typeof createForgetActivities> & PolicyActivities;
 export type RestoreActivities = ReturnType<typeof createRestoreActivities>;
+export type EraseAgentActivities = ReturnType<typeof createEraseAgentActivities>;
 
 /** The audit's, for its own worker on its own task queue: production workers never load them. */
 export function createAuditWorkerActivities(deps: ActivityDeps) {

@@ -67,6 +67,43 @@ export const restoreStepSchema = restoreInputSchema.extend({ at: epochMs });
 /** Rebuilding the summaries an erased entry fed, under the policy the erasure read. */
 export const forgetDerivedSchema = forgetStepSchema.extend({ policy: policySchema });
 
+/** Erasing a whole agent (docs/erasure.md); its steps carry the instant the workflow fixed. */
+export const eraseAgentInputSchema = z.strictObject({ agentId: agentIdSchema });
+export type EraseAgentInput = z.output<typeof eraseAgentInputSchema>;
+export const eraseAgentStepSchema = eraseAgentInputSchema.extend({ at: epochMs });
+/** The last step, told whether the steps before it erased anything (then it leaves a ledger record). */
+export const eraseAgentRecordsSchema = eraseAgentStepSchema.extend({ erased: z.boolean() });
+/**
+ * The agent's workflows as the erasure's workflow names them (activities never import
+ * workflows): by id, by what every id of a kind begins with, and what precedes a context
+ * window's session id. No quote can reach the visibility query they make.
+ */
+const workflowIdPart = z.string().regex(/^[A-Za-z0-9._:@-]{1,300}$/, 'a workflow id of memgate');
+export const agentWorkflowsSchema = eraseAgentInputSchema.extend({
+  ids: z.array(workflowIdPart).max(8),
+  prefixes: z.array(workflowIdPart).max(8),
+  windowIdPrefix: workflowIdPart,
+});
+
+/** What erasing an agent removed; all zero (no key) for an agent with nothing stored, or erased already. */
+export interface EraseAgentResult {
+  agentId: string;
+  /** Its workflows still running (memory, context windows, a night or a re-embedding), terminated. */
+  workflowsClosed: number;
+  /** Ids put behind an erasure tombstone: every id it was given, summaries and evicted ones among them. */
+  tombstoned: number;
+  /** Entry copies deleted from hot and cold. */
+  entriesRemoved: number;
+  vectorsCleared: number;
+  queriesRemoved: number;
+  ledgerRemoved: number;
+  termStatsRemoved: number;
+  /** Records of its nightly runs. */
+  runsRemoved: number;
+  /** The keys whose pattern named this agent alone. */
+  keysRevoked: string[];
+}
+
 /** Ids per embedding call of the agent's workflow: one activity, a few requests to the endpoint. */
 export const MAX_EMBED_IDS = 256;
 

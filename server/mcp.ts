@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { agentIdSchema, writeEntrySchema, type WriteEntryInput } from '../core/entry';
 import { InvalidInputError, MemgateError } from '../core/errors';
 import { assertInScope, type KeyScope } from '../core/keys';
-import { forgetInputSchema, restoreInputSchema } from '../core/messages';
+import { eraseAgentInputSchema, forgetInputSchema, restoreInputSchema } from '../core/messages';
 import { writeLimitsOf } from '../core/policy';
 import { recallRequestSchema } from '../core/recall';
 import {
@@ -143,6 +143,18 @@ export function buildMcpServer(deps: McpDeps): McpServer {
       annotations: { destructiveHint: true, idempotentHint: true },
     },
     (args) => memgate.forget(args),
+  );
+
+  tool(
+    'forget_agent',
+    {
+      title: 'Forget an agent',
+      description:
+        'Erase everything of an agent for good: every memory and summary, its vectors, query log, ledger and statistics, its workflows and context windows, and the keys naming it alone, leaving a content-free tombstone for each memory so that a replayed write brings nothing back. Erasing it again answers with nothing removed.',
+      inputSchema: eraseAgentInputSchema,
+      annotations: { destructiveHint: true, idempotentHint: true },
+    },
+    (args) => memgate.eraseAgent(args),
   );
 
   tool(

@@ -57,8 +57,23 @@ export const restoreOptions = z
 
 export const reembedOptions = z.object({ agent: z.string() }).transform((o) => ({ agentId: o.agent }));
 
+/** One entry, or with `--all` the whole agent (docs/erasure.md): one of the two. */
 export const forgetOptions = z
-  .object({ agent: z.string(), entryId: z.string() })
+  .object({ agent: z.string(), entryId: z.string().optional(), all: switchFlag })
+  .superRefine((o, ctx) => {
+    if (o.all && o.entryId !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['all'],
+        message: 'erases the whole agent: give no <entryId> with it',
+      });
+    if (!o.all && o.entryId === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['entryId'],
+        message: 'give the entry to erase, or --all for the whole agent',
+      });
+  })
   .transform((o) => ({ agentId: o.agent, entryId: o.entryId }));
 
 export function registerMemoryCommands(program: Command): void {
@@ -134,12 +149,17 @@ export function registerMemoryCommands(program: Command): void {
   program
     .command('forget')
     .description(
-      'erase an entry from hot, cold, the query log and every summary derived from it; leaves a content-free tombstone',
+      'erase an entry from hot, cold, the query log and every summary derived from it (or with --all every record and workflow of the agent); leaves content-free tombstones',
     )
-    .argument('<entryId>', 'entry id')
+    .argument('[entryId]', 'entry id')
     .requiredOption('-a, --agent <agentId>', 'agent id')
-    .action(async (entryId: string, raw: Record<string, unknown>, command: Command) => {
-      const request = parseOptions(forgetOptions, { ...raw, entryId }, command);
-      printJson(await withClient((c) => c.forget(request)));
+    .option('--all', 'erase the whole agent instead of one entry (docs/erasure.md)')
+    .action(async (entryId: string | undefined, raw: Record<string, unknown>, command: Command) => {
+      const { agentId, entryId: id } = parseOptions(forgetOptions, { ...raw, entryId }, command);
+      printJson(
+        await withClient(async (c) =>
+          id === undefined ? await c.eraseAgent({ agentId }) : await c.forget({ agentId, entryId: id }),
+        ),
+      );
     });
 }

@@ -20,6 +20,7 @@ const TOOLS = [
   'remember',
   'recall',
   'forget',
+  'forget_agent',
   'restore',
   'window_open',
   'window_show',

@@ -1,0 +1,191 @@
+import { shredAgentContentKeys } from './contentKeys';
+import { ERASED, isErasure, type Store, type Tombstone } from './db';
+import { listKeys, revokeKey } from './keys';
+import { inBatches, TIERS, tierCollection } from './nightly';
+import { dropVectors } from './vectors';
+
+/**
+ * Erasing a whole agent (docs/erasure.md; docs/invariants.md, Erasure wins). Every id the
+ * agent was given goes behind an erasure tombstone before anything of it is deleted, so a
+ * concurrent move, summary or replayed write withdraws itself as it does for `forget`
+ * (store/nightly.ts, withdrawErased). Each function is idempotent and keyed by the agent id:
+ * a rerun finds nothing left to do and changes nothing.
+ */
+
+/** The ledger event of an agent's erasure: the one ledger record of the agent that stays. */
+export const AGENT_ERASED = 'erase-agent';
+
+/**
+ * Give each of these ids of the agent a content-free erasure tombstone, in place of none or of
+ * an eviction's (whose terms, atoms and keys derive from the content). Erasure tombstones stay
+ * as they are. Point reads by `_id`, then one bulk write; returns how many were written.
+ */
+async function tombstoneIds(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+  at: number,
+): Promise<number> {
+  const stones = await Promise.all(
+    ids.map((_id) => store.tombstones.findOne({ _id, agentId }, { projection: { reason: 1 } })),
+  );
+  const due = ids.filter((_, i) => !stones[i] || !isErasure(stones[i]));
+  if (due.length === 0) return 0;
+  const replacement: Omit<Tombstone, '_id'> = {
+    agentId,
+    terms: [],
+    termKeys: [],
+    reason: ERASED,
+    deletedAt: at,
+  };
+  await store.tombstones.bulkWrite(
+    due.map((_id) => ({ replaceOne: { filter: { _id, agentId }, replacement, upsert: true } })),
+    { ordered: false },
+  );
+  return due.length;
+}
+
+export interface MemoryErased {
+  tombstoned: number;
+  entriesRemoved: number;
+  vectorsCleared: number;
+}
+
+/**
+ * The agent's memory. Its content keys go first, so every copy of its content in Temporal's
+ * histories is unreadable from then on whatever fails after. Then tombstones (every id of the
+ * registry, which a replayed write would bring back; then every tombstone that is not an
+ * erasure's), then its entries of both tiers, a page at a time until none is left (each page
+ * tombstoned again first, for an entry the registry does not name), then every vector it
+ * still has, through the one way vectors are cleared (store/vectors.ts), after the content as
+ * everywhere. `onBatch` runs per page.
+ */
+export async function eraseAgentMemory(
+  store: Store,
+  agentId: string,
+  opts: { at: number; batch: number; onBatch: () => void },
+): Promise<MemoryErased> {
+  const { at, batch, onBatch } = opts;
+  const erased: MemoryErased = { tombstoned: 0, entriesRemoved: 0, vectorsCleared: 0 };
+  await shredAgentContentKeys(store, agentId);
+  for await (const page of inBatches(store.entryIds, { agentId }, batch, { _id: 1 })) {
+    erased.tombstoned += await tombstoneIds(
+      store,
+      agentId,
+      page.map((r) => r._id),
+      at,
+    );
+    onBatch();
+  }
+  for await (const page of inBatches(store.tombstones, { agentId }, batch, { _id: 1, reason: 1 })) {
+    const evicted = page.filter((stone) => !isErasure(stone)).map((stone) => stone._id);
+    erased.tombstoned += await tombstoneIds(store, agentId, evicted, at);
+    onBatch();
+  }
+  for (const tier of TIERS) {
+    const collection = tierCollection(store, tier);
+    for (;;) {
+      const page = await collection
+        .find({ agentId }, { projection: { _id: 1 } })
+        .limit(batch)
+        .toArray();
+      if (page.length === 0) break;
+      const ids = page.map((e) => e._id);
+      erased.tombstoned += await tombstoneIds(store, agentId, ids, at);
+      const res = await collection.bulkWrite(
+        ids.map((_id) => ({ deleteOne: { filter: { _id, agentId } } })),
+        { ordered: false },
+      );
+      erased.entriesRemoved += res.deletedCount;
+      onBatch();
+    }
+  }
+  for (;;) {
+    const page = await store.vectors
+      .find({ agentId, vector: { $exists: true } }, { projection: { _id: 1 } })
+      .limit(batch)
+      .toArray();
+    if (page.length === 0) break;
+    await dropVectors(
+      store,
+      agentId,
+      page.map((r) => r._id),
+      at,
+    );
+    erased.vectorsCleared += page.length;
+    onBatch();
+  }
+  return erased;
+}
+
+export interface RecordsErased {
+  queriesRemoved: number;
+  ledgerRemoved: number;
+  termStatsRemoved: number;
+  runsRemoved: number;
+  keysRevoked: string[];
+}
+
+/**
+ * What else names the agent: its query log, its ledger (but the records of its erasures),
+ * its term statistics, its nightly runs' records, its record in the nightly fan-out, and the
+ * keys whose pattern names it alone (a pattern with `*` covers other agents too, and stays).
+ * The records of the feed of its vectors, its registry of ids and its tombstones stay: they
+ * hold no content, and they are what keeps every process's vector index and every replayed
+ * write from bringing anything back. With `erased` (the memory steps removed something), or
+ * when this removes anything, a ledger record of the erasure is left at `at`.
+ */
+export async function eraseAgentRecords(
+  store: Store,
+  agentId: string,
+  opts: { at: number; erased: boolean },
+): Promise<RecordsErased> {
+  // Written first when the memory steps erased something, so a retry after a crash below
+  // (which then finds nothing to remove) still leaves it.
+  const record = () =>
+    store.ledger.updateOne(
+      { _id: `${AGENT_ERASED}:${agentId}:${opts.at}` },
+      {
+        $setOnInsert: {
+          agentId,
+          at: opts.at,
+          event: AGENT_ERASED,
+          // Every entry of the agent: its tombstones name each one.
+          entryId: '*',
+          reason: 'the agent was erased',
+        },
+      },
+      { upsert: true },
+    );
+  if (opts.erased) await record();
+  const [queries, ledger, termStats, runs, registered] = await Promise.all([
+    store.queries.deleteMany({ agentId }),
+    store.ledger.deleteMany({ agentId, event: { $ne: AGENT_ERASED } }),
+    store.termStats.deleteMany({ agentId }),
+    store.runs.deleteMany({ kind: 'agent', agentId }),
+    store.agents.deleteOne({ _id: agentId }),
+  ]);
+  const keysRevoked: string[] = [];
+  for (const key of await listKeys(store)) {
+    if (key.agents === agentId && (await revokeKey(store, key._id, opts.at))) keysRevoked.push(key._id);
+  }
+  const removed: RecordsErased = {
+    queriesRemoved: queries.deletedCount,
+    ledgerRemoved: ledger.deletedCount,
+    termStatsRemoved: termStats.deletedCount,
+    runsRemoved: runs.deletedCount,
+    keysRevoked,
+  };
+  const counted =
+    removed.queriesRemoved + removed.ledgerRemoved + removed.termStatsRemoved + removed.runsRemoved;
+  if (!opts.erased && (counted > 0 || registered.deletedCount > 0 || keysRevoked.length > 0)) await record();
+  return removed;
+}
+
+/** Which of these agent ids joined the nightly fan-out (point reads by `_id`). */
+export async function registeredAmong(store: Store, agentIds: readonly string[]): Promise<Set<string>> {
+  const found = await Promise.all(
+    agentIds.map((_id) => store.agents.findOne({ _id }, { projection: { _id: 1 } })),
+  );
+  return new Set(found.flatMap((a) => (a ? [a._id] : [])));
+}
