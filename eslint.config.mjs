@@ -88,8 +88,8 @@ function layers() {
         [
           notBench,
           {
-            regex: '^(?!zod$|fastify$|@modelcontextprotocol/sdk/|\\./|\\.\\./(core|client)/)',
-            message: 'server/ imports only core, client, fastify, zod and the MCP SDK.',
+            regex: '^(?!zod$|fastify$|@fastify/|@modelcontextprotocol/sdk/|\\./|\\.\\./(core|client)/)',
+            message: 'server/ imports only core, client, fastify and its plugins, zod and the MCP SDK.',
           },
         ],
         [mongodb],
@@ -104,6 +104,19 @@ function layers() {
           {
             regex: '^(?!usearch$|node:|\\./|\\.\\./core/)',
             message: 'vectorEngine/ imports only core, usearch and Node.',
+          },
+        ],
+        [mongodb],
+      ),
+    },
+    {
+      // The codec seals and encrypts what reaches Temporal, with keys from the store.
+      files: ['codec/*.ts'],
+      rules: rule(
+        [
+          {
+            regex: '^(?!node:|@temporalio/common$|\\./|\\.\\./(core|store)/)',
+            message: 'codec/ imports only core, store, @temporalio/common and Node.',
           },
         ],
         [mongodb],

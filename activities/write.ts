@@ -1,11 +1,33 @@
 import { Context } from '@temporalio/activity';
-import { agentIdSchema, buildEntry, memoryPolicy, type WriteRequest } from '../core/entry';
-import { policySchema, type Policy } from '../core/policy';
+import {
+  agentIdSchema,
+  buildEntry,
+  memoryPolicy,
+  type Entry,
+  type WriteEntry,
+  type WriteRequest,
+} from '../core/entry';
+import { policySchema, writeLimitsOf, type Policy } from '../core/policy';
 import { parseInput } from '../core/messages';
+import { isSealedWrite, type WriteUpdate } from '../core/sealed';
+import { openSealedWrite } from '../codec/sealedEntry';
 import { registerAgent } from '../store/agents';
+import { contentKeys, shredContentKey } from '../store/contentKeys';
 import type { Store } from '../store/db';
 import { entryId, insertNewEntries } from '../store/entries';
-import type { PersistedEntry } from '../core/messages';
+import type { PersistedEntry, WriteStatus } from '../core/messages';
+
+/** The entries of a write in clear, each with the id derived from it. */
+function entriesOf(req: WriteRequest, policy: ReturnType<typeof memoryPolicy>): Entry[] {
+  return req.entries.map((e: WriteEntry) => {
+    const writtenAt = e.writtenAt!;
+    const id = entryId(
+      req.agentId,
+      e.idempotencyKey ? { idempotencyKey: e.idempotencyKey } : { text: e.text, source: e.source, writtenAt },
+    );
+    return buildEntry(id, req.agentId, { ...e, writtenAt }, policy);
+  });
+}
 
 /** Soft writes: validated upstream, stored as-is, no model call (README, The write path). */
 export function createWriteActivities(store: Store) {
@@ -16,33 +38,56 @@ export function createWriteActivities(store: Store) {
       await registerAgent(store, agentId, Date.now());
     },
 
-    /** Persist one batch; each request's entries come back in order with their ids. */
     /**
-     * Under the policy the agent's workflow read (docs/invariants.md, One policy), not this
-     * worker's settings.
+     * Persist one batch; each request's entries come back in order with their ids. Under the
+     * policy the agent's workflow read (docs/invariants.md, One policy), not this worker's
+     * settings. A sealed write is opened here, with its entries' keys (core/sealed.ts).
      */
-    async persistWrites(requests: WriteRequest[], stored: Policy): Promise<PersistedEntry[][]> {
-      const policy = memoryPolicy(parseInput(policySchema, stored, 'policy'));
-      const built = requests.map((req) =>
-        req.entries.map((e) => {
-          const writtenAt = e.writtenAt!;
-          const id = entryId(
+    async persistWrites(requests: WriteUpdate[], stored: Policy): Promise<PersistedEntry[][]> {
+      const parsedPolicy = parseInput(policySchema, stored, 'policy');
+      const policy = memoryPolicy(parsedPolicy);
+      // A sealed entry whose key is gone was erased between its send and now: nothing of it
+      // is written, and it is answered as erased.
+      const opened = await Promise.all(
+        requests.map(async (req) => {
+          if (!isSealedWrite(req)) return { built: entriesOf(req, policy), erased: [] as string[] };
+          const keys = await contentKeys(
+            store,
             req.agentId,
-            e.idempotencyKey
-              ? { idempotencyKey: e.idempotencyKey }
-              : { text: e.text, source: e.source, writtenAt },
+            req.entries.map((e) => e.id),
           );
-          return buildEntry(id, req.agentId, { ...e, writtenAt }, policy);
+          const { write, erased } = openSealedWrite(req, keys, writeLimitsOf(parsedPolicy), Date.now());
+          return { built: entriesOf(write, policy), erased };
         }),
       );
-      const status = await insertNewEntries(store, built.flat());
+      const status: Map<string, WriteStatus> = await insertNewEntries(
+        store,
+        opened.flatMap((o) => o.built),
+      );
+      for (const o of opened) for (const id of o.erased) status.set(id, 'deleted');
+      // A write resent after its entry was deleted (erased, or evicted behind a stand-in)
+      // brought its content back into Temporal, under a key found again or made anew: deleting
+      // the key keeps that copy unreadable too.
+      await Promise.all(
+        requests.flatMap((req) =>
+          isSealedWrite(req)
+            ? req.entries
+                .filter((e) => status.get(e.id) === 'deleted')
+                .map((e) => shredContentKey(store, req.agentId, e.id))
+            : [],
+        ),
+      );
       const acknowledged = Context.current().metricMeter.createCounter(
         'memgate_write_entries',
         'entries',
         'entries the write path acknowledged, by status (created, existing, deleted)',
       );
       for (const s of status.values()) acknowledged.add(1, { status: s });
-      return built.map((entries) => entries.map((e) => ({ id: e._id, status: status.get(e._id)! })));
+      return opened.map((o, i) => {
+        const req = requests[i]!;
+        const ids = isSealedWrite(req) ? req.entries.map((e) => e.id) : o.built.map((e) => e._id);
+        return ids.map((id) => ({ id, status: status.get(id)! }));
+      });
     },
   };
 }

@@ -28,6 +28,9 @@ export function requireKey(authenticate: (key: string) => Promise<KeyScope>): pr
     const params = (request.params ?? {}) as Record<string, unknown>;
     const query = (request.query ?? {}) as Record<string, unknown>;
     const named = (v: unknown) => (typeof v === 'string' ? v : undefined);
+    // The codec endpoint names no agent in its path: it judges each payload by the agent the
+    // payload's write names (client/client.ts, codecPayloads).
+    if (request.url.startsWith('/codec/')) return;
     if (typeof params.sessionId === 'string') assertInScope(scope, params.sessionId, 'session');
     else assertInScope(scope, named(params.agentId) ?? named(query.agentId));
   };

@@ -1,3 +1,4 @@
+import cors from '@fastify/cors';
 import Fastify, { type FastifyInstance, type FastifyRequest, type preHandlerAsyncHookHandler } from 'fastify';
 import { MAX_WRITE_BYTES } from '../core/entry';
 import { routeNotFound, toHttpError } from './errors';
@@ -19,6 +20,11 @@ export interface ServerOptions {
   https?: { cert: Buffer; key: Buffer };
   /** Told of every answered request: its operation, status and time (the metrics record it). */
   onAnswered?: (answered: { operation: string; status: number; ms: number }) => void;
+  /**
+   * Origins whose pages may call the codec endpoint from a browser: Temporal UIs, which call
+   * it directly (docs/erasure.md, Reading histories). Other origins get no CORS headers.
+   */
+  codecOrigins?: string[];
 }
 
 declare module 'fastify' {
@@ -58,6 +64,19 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
     json(request, text, done);
   });
 
+  if (options.codecOrigins?.length) {
+    const origins = new Set(options.codecOrigins);
+    void app.register(cors, {
+      // Only the codec routes answer another origin: the UI sends the key it was given.
+      delegator: (request, done) =>
+        done(null, {
+          origin: request.url.startsWith('/codec/') && origins.has(request.headers.origin ?? ''),
+          methods: ['POST'],
+          allowedHeaders: ['authorization', 'content-type', 'x-namespace'],
+        }),
+    });
+  }
+
   if (options.onAnswered) {
     const onAnswered = options.onAnswered;
     app.addHook('onResponse', async (request, reply) => {
@@ -87,7 +106,10 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
       config: { operationId: r.operationId },
       ...(!r.open && options.preHandler && { preHandler: options.preHandler }),
       handler: async (request, reply) => {
-        const input = parseRequest(r, request);
+        const input = {
+          ...parseRequest(r, request),
+          ...(request.keyScope && { keyScope: request.keyScope }),
+        };
         const result = await r.handle(input as Parameters<typeof r.handle>[0]);
         return reply.code(r.status ?? 200).send(result);
       },

@@ -2,6 +2,7 @@ import { extname, join } from 'node:path';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
 import { temporalConnectionOptions } from '../client/connection';
 import { createActivities, createAuditWorkerActivities } from '../activities';
+import { ContentCodec } from '../codec/payloadCodec';
 import { auditTaskQueue } from '../audit/workflow';
 import { CONFIG_SPECS, type Config } from '../core/config';
 import { policyDrift, policyOf } from '../core/policy';
@@ -115,6 +116,7 @@ async function startWorker(
     taskQueue: what.taskQueue,
     ...what.workflows,
     activities: what.activities(store),
+    dataConverter: { payloadCodecs: [new ContentCodec(store)] },
   });
   return {
     worker,

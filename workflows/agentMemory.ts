@@ -15,11 +15,10 @@ import {
   agentIdSchema,
   encodedBytes,
   MAX_WRITE_BYTES,
-  parseWriteRequest,
   type WriteLimits,
-  type WriteRequest,
   type WriteRequestInput,
 } from '../core/entry';
+import { isSealedWrite, parseWriteUpdate, type SealedWrite, type WriteUpdate } from '../core/sealed';
 import { InvalidInputError } from '../core/errors';
 import { entryIdSchema, MAX_EMBED_IDS, parseInput } from '../core/messages';
 import { writeLimitsOf, type Policy } from '../core/policy';
@@ -84,7 +83,7 @@ export const RUN_ENDING = 'RunEnding';
 
 export type { WriteResult };
 
-export const writeUpdate = defineUpdate<WriteResult, [WriteRequestInput]>('write');
+export const writeUpdate = defineUpdate<WriteResult, [WriteRequestInput | SealedWrite]>('write');
 
 export function agentMemoryWorkflowId(agentId: string): string {
   return `memgate-agent-${agentId}`;
@@ -120,7 +119,7 @@ function persistFailure(err: unknown): Error {
 const MAX_BATCH_ENTRIES = 500;
 
 interface Pending {
-  request: WriteRequest;
+  request: WriteUpdate;
   /** As it travels: one activity call's input stays under MAX_WRITE_BYTES, like an Update. */
   bytes: number;
   done: (result: PersistedEntry[] | Error) => void;
@@ -156,14 +155,15 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
       // Date.now() in a workflow is the time of the task, recorded in history.
       const now = Date.now();
       await condition(() => policy !== undefined);
-      let request: WriteRequest;
+      let request: WriteUpdate;
       try {
-        request = parseWriteRequest(raw, writeLimitsOf(policy!), now);
+        request = parseWriteUpdate(raw, writeLimitsOf(policy!), now);
       } catch (err) {
         throw asApplicationFailure(err);
       }
-      // Fixed here, inside history, so a retried persist derives the same ids.
-      for (const e of request.entries) e.writtenAt ??= now;
+      // Fixed here, inside history, so a retried persist derives the same ids (a sealed
+      // entry's was fixed by the client that sealed it).
+      if (!isSealedWrite(request)) for (const e of request.entries) e.writtenAt ??= now;
       const result = await new Promise<PersistedEntry[] | Error>((done) =>
         pending.push({ request, bytes: encodedBytes(request), done }),
       );
@@ -181,7 +181,7 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
         }
         try {
           const limits = policy ? writeLimitsOf(policy) : UNREAD_LIMITS;
-          const request = parseWriteRequest(raw, limits, Date.now());
+          const request = parseWriteUpdate(raw, limits, Date.now());
           if (request.agentId !== input.agentId) {
             throw new InvalidInputError(
               `write for agent ${request.agentId} sent to the workflow of agent ${input.agentId}`,

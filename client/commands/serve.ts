@@ -97,6 +97,11 @@ export async function startHttpServer(
     preHandler: requireKey((key) => client.authenticate(key)),
     onServerError: (err, request) => console.error(`${request.method} ${request.url} failed:`, err),
     onAnswered: await answeredMetrics(c),
+    codecOrigins: [
+      `http://127.0.0.1:${c.temporalUiPort}`,
+      `http://localhost:${c.temporalUiPort}`,
+      ...(c.codecOrigins ?? []),
+    ],
   });
   // The MCP server over Streamable HTTP at /mcp, under the same keys.
   mountMcp(app, {

@@ -8,8 +8,8 @@ import { expectVerified } from '../support/verify';
 /**
  * An agent written in Python reaches memgate with the official Temporal SDK alone: an
  * update-with-start to the agent's `agentMemory` workflow and its `write` Update, with a JSON
- * payload; then it recalls over the HTTP API with an API key. The same validator guards it as
- * guards the TypeScript client.
+ * payload, every payload through memgate's codec endpoint; then it recalls over the HTTP API
+ * with an API key. The same validator guards it as guards the TypeScript client.
  */
 let env: TestEnv;
 let python: string;
@@ -25,11 +25,14 @@ afterAll(async () => {
   await env?.close();
 });
 
-const write = (request: unknown) =>
+/** Through memgate's codec endpoint, with a key of the agent's (docs/erasure.md). */
+const write = async (request: { agentId: string; entries: object[] }) =>
   runPython(python, 'write_memory.py', [
     env.endpoints.temporalAddress,
     env.config.temporalNamespace,
     env.config.taskQueue,
+    `${server.url}/codec`,
+    (await createKey(env.store, request.agentId, Date.now())).key,
     JSON.stringify(request),
   ]);
 
@@ -50,6 +53,12 @@ describe('a Python agent, through the Temporal Python SDK', () => {
     const result = (await write(request)) as { entries: { id: string; status: string }[] };
     expect(result.entries).toHaveLength(1);
     expect(result.entries[0]!.status).toBe('created');
+    // Through the codec endpoint: the agent's history holds the write only encrypted.
+    const history = await env.client.temporal.workflow.getHandle(`memgate-agent-${agentId}`).fetchHistory();
+    const raw = JSON.stringify(history, (_, v: unknown) =>
+      v instanceof Uint8Array ? Buffer.from(v).toString('utf8') : v,
+    );
+    expect(raw).not.toContain('Lisbon');
     // Then recalled over the HTTP API with an API key, from Python too.
     const { key } = await createKey(env.store, agentId, Date.now());
     const recalled = (await runPython(python, 'recall_http.py', [

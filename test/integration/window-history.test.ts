@@ -4,6 +4,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { Worker, type History } from '@temporalio/worker';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { WindowClient } from '../../client/window';
+import { ContentCodec } from '../../codec/payloadCodec';
 import { ConflictError, MemgateError } from '../../core/errors';
 import {
   admit,
@@ -85,7 +86,8 @@ async function runChain(workflowId: string, runId: string): Promise<Run[]> {
   const history = await env.client.temporal.workflow.getHandle(workflowId, runId).fetchHistory();
   const events = history.events ?? [];
   const started = events[0]!.workflowExecutionStartedEventAttributes!;
-  const input: ContextWindowInput = defaultPayloadConverter.fromPayload(started.input!.payloads![0]!);
+  const [payload] = await new ContentCodec(env.store).decode([started.input!.payloads![0]!]);
+  const input: ContextWindowInput = defaultPayloadConverter.fromPayload(payload!);
   const next = events.at(-1)!.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId;
   return [{ runId, input, history }, ...(next ? await runChain(workflowId, next) : [])];
 }
@@ -206,7 +208,11 @@ describe('a context window session across continue-as-new', () => {
     const runs = await runChain(workflowId, first.firstExecutionRunId);
     const replays = [];
     for await (const r of Worker.runReplayHistories(
-      { workflowBundle: { codePath: inject('workflowBundlePath') } },
+      {
+        workflowBundle: { codePath: inject('workflowBundlePath') },
+        // Histories hold what memgate's codec encrypted: the replay decodes as a worker does.
+        dataConverter: { payloadCodecs: [new ContentCodec(env.store)] },
+      },
       runs.map((run) => ({ workflowId, history: run.history })),
     )) {
       replays.push(r.error);

@@ -4,6 +4,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { WindowClient } from '../../client/window';
+import { ContentCodec } from '../../codec/payloadCodec';
 import { ConflictError, InvalidInputError, MemgateError, NotFoundError } from '../../core/errors';
 import {
   admit,
@@ -151,7 +152,11 @@ describe('the seed case through the contextWindow workflow', () => {
 
     const results = [];
     for await (const r of Worker.runReplayHistories(
-      { workflowBundle: { codePath: inject('workflowBundlePath') } },
+      {
+        workflowBundle: { codePath: inject('workflowBundlePath') },
+        // Histories hold what memgate's codec encrypted: the replay decodes as a worker does.
+        dataConverter: { payloadCodecs: [new ContentCodec(env.store)] },
+      },
       histories,
     )) {
       results.push(r);

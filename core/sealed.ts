@@ -1,0 +1,81 @@
+import { z } from 'zod';
+import {
+  agentIdSchema,
+  encodedBytes,
+  MAX_ENTRY_BYTES,
+  MAX_WRITE_BYTES,
+  parseWriteRequest,
+  zodIssues,
+  type WriteLimits,
+  type WriteRequest,
+} from './entry';
+import { InvalidInputError } from './errors';
+import { entryIdSchema } from './messages';
+
+/**
+ * A write as it travels through Temporal: each entry sealed by the client with a key of its
+ * own (codec/sealedEntry.ts), so that its text, provenance and everything else it carries are
+ * unreadable in any history once `forget` deletes that key (docs/invariants.md, Erased from
+ * Temporal history). The workflow only checks the envelope; the activity that persists the
+ * write opens each entry with its key and checks what it holds. The id travels beside the
+ * sealed entry: it names the key, and the activity derives it again from what it opens.
+ */
+
+/** AES-GCM's nonce and tag, before base64. */
+export const SEAL_OVERHEAD_BYTES = 28;
+
+/** Base64 characters of `bytes` sealed. */
+export function sealedChars(bytes: number): number {
+  return 4 * Math.ceil((bytes + SEAL_OVERHEAD_BYTES) / 3);
+}
+
+export const sealedEntrySchema = z.strictObject({
+  id: entryIdSchema,
+  sealed: z
+    .string()
+    .max(sealedChars(MAX_ENTRY_BYTES), `at most ${sealedChars(MAX_ENTRY_BYTES)} characters`)
+    .regex(/^[A-Za-z0-9+/]+={0,2}$/, 'base64'),
+});
+export type SealedEntry = z.output<typeof sealedEntrySchema>;
+
+export interface SealedWrite {
+  agentId: string;
+  entries: SealedEntry[];
+}
+
+/** What the agent's workflow takes as a write: sealed, or in clear as before sealing existed. */
+export type WriteUpdate = WriteRequest | SealedWrite;
+
+export function isSealedWrite(w: WriteUpdate): w is SealedWrite {
+  return w.entries.length > 0 && 'sealed' in w.entries[0]!;
+}
+
+/**
+ * Parse a write as the agent's workflow takes it, or throw InvalidInputError; pure, for the
+ * Update validator. A write in clear is still taken, so that a history recorded before
+ * writes were sealed replays as it ran.
+ */
+export function parseWriteUpdate(input: unknown, limits: WriteLimits, now: number): WriteUpdate {
+  const entries = (input as { entries?: unknown } | null)?.entries;
+  const sealed =
+    Array.isArray(entries) && entries.some((e) => (e as { sealed?: unknown } | null)?.sealed !== undefined);
+  if (!sealed) return parseWriteRequest(input, limits, now);
+  const parsed = z
+    .strictObject({
+      agentId: agentIdSchema,
+      entries: z
+        .array(sealedEntrySchema)
+        .min(1, 'at least one entry')
+        .max(limits.maxEntriesPerWrite, `at most ${limits.maxEntriesPerWrite} entries per write`),
+    })
+    .safeParse(input);
+  if (!parsed.success) throw new InvalidInputError('invalid write', zodIssues(parsed.error));
+  const most = sealedChars(MAX_WRITE_BYTES) + parsed.data.entries.length * (SEAL_OVERHEAD_BYTES + 96);
+  const bytes = encodedBytes(parsed.data);
+  if (bytes > most) {
+    throw new InvalidInputError('invalid write', [
+      { path: 'entries', message: `${bytes} bytes as JSON; a sealed write carries at most ${most}` },
+    ]);
+  }
+  return parsed.data;
+}

@@ -1,0 +1,158 @@
+import { METADATA_ENCODING_KEY, type Payload } from '@temporalio/common';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startHttpServer, type RunningServer } from '../../client/commands/serve';
+import { ContentCodec, ENCRYPTED_ENCODING } from '../../codec/payloadCodec';
+import { openEntry } from '../../codec/sealedEntry';
+import { contentKeys } from '../../store/contentKeys';
+import { createKey } from '../../store/keys';
+import { agentMemoryWorkflowId } from '../../workflows/agentMemory';
+import { startTestEnv, type TestEnv } from '../support/env';
+
+/**
+ * Erased from Temporal history (docs/invariants.md): after `forget`, the agent workflow's
+ * whole history, read through the Temporal API, holds nothing of the erased entry that can be
+ * read (its text or its atoms), and the other entries still decode.
+ */
+
+let env: TestEnv;
+
+beforeAll(async () => {
+  env = await startTestEnv();
+});
+
+afterAll(async () => {
+  await env?.close();
+});
+
+const ERASED = 'Dr. Imogen Vasquez-Thorne will be paid "Project Halcyon" fees of $48,213.77 on 2031-04-17.';
+const ATOMS = ['Imogen', 'Vasquez-Thorne', 'Halcyon', '48,213.77', '2031-04-17'];
+const KEPT = [
+  'The quarterly review moved to the blue meeting room.',
+  'Lunch orders close at eleven on Fridays.',
+];
+
+/** Every payload a history holds, wherever in its events. */
+function payloadsIn(value: unknown): Payload[] {
+  if (value === null || typeof value !== 'object' || value instanceof Uint8Array) return [];
+  const v = value as Record<string, unknown>;
+  if (v.data instanceof Uint8Array && v.metadata !== null && typeof v.metadata === 'object')
+    return [v as Payload];
+  return (Array.isArray(value) ? value : Object.values(v)).flatMap(payloadsIn);
+}
+
+const utf8 = (b: Uint8Array | null | undefined) => Buffer.from(b ?? new Uint8Array()).toString('utf8');
+
+async function agentHistory(agentId: string) {
+  return env.client.temporal.workflow.getHandle(agentMemoryWorkflowId(agentId)).fetchHistory();
+}
+
+describe("an erased entry in the agent workflow's Temporal history", () => {
+  const agentId = 'temporal-erasure';
+  let ids: string[] = [];
+
+  beforeAll(async () => {
+    const agent = env.agent(agentId);
+    const first = await env.client.write({
+      agentId: agent,
+      entries: [{ text: KEPT[0]! }, { text: ERASED, kind: 'fact' }],
+    });
+    const second = await env.client.write({ agentId: agent, entries: [{ text: KEPT[1]! }] });
+    ids = [...first.entries, ...second.entries].map((e) => e.id);
+    await env.client.forget({ agentId: agent, entryId: ids[1]! });
+  });
+
+  it('is held only as ciphertext: no payload of the history holds content in clear', async () => {
+    const history = await agentHistory(env.agent(agentId));
+    const payloads = payloadsIn(history);
+    expect(payloads.length).toBeGreaterThan(3);
+    // In clear only what the SDK's core writes itself beside a local activity's result: its
+    // type, attempt and times.
+    const clear = payloads.filter((p) => utf8(p.metadata?.[METADATA_ENCODING_KEY]) !== ENCRYPTED_ENCODING);
+    for (const p of clear) expect(Object.keys(JSON.parse(utf8(p.data)) as object)).toContain('activity_type');
+    expect(payloads.length - clear.length).toBeGreaterThan(3);
+    const raw = JSON.stringify(history, (_, v: unknown) => (v instanceof Uint8Array ? utf8(v) : v));
+    for (const text of [ERASED, ...KEPT, ...ATOMS]) expect(raw).not.toContain(text);
+  });
+
+  it('decodes, but the erased entry does not open, and the others do', async () => {
+    const agent = env.agent(agentId);
+    const decoded = await new ContentCodec(env.store).decode(payloadsIn(await agentHistory(agent)));
+    const clear = decoded.map((p) => utf8(p.data)).join('\n');
+    for (const atom of [ERASED, ...ATOMS]) expect(clear).not.toContain(atom);
+    const sealed = decoded.flatMap((p) => {
+      if (utf8(p.metadata?.[METADATA_ENCODING_KEY]) !== 'json/plain') return [];
+      const value = JSON.parse(utf8(p.data)) as unknown;
+      const writes = (Array.isArray(value) ? value : [value]) as {
+        entries?: { id: string; sealed?: string }[];
+      }[];
+      return writes.flatMap((w) =>
+        Array.isArray(w?.entries) ? w.entries.filter((e) => typeof e?.sealed === 'string') : [],
+      );
+    });
+    expect(new Set(sealed.map((e) => e.id))).toEqual(new Set(ids));
+    const keys = await contentKeys(env.store, agent, ids);
+    expect(keys.has(ids[1]!)).toBe(false);
+    for (const e of sealed) {
+      const key = keys.get(e.id);
+      const opened = key && (openEntry(agent, e.id, e.sealed!, key) as { text: string } | undefined);
+      if (e.id === ids[1]) expect(opened).toBeUndefined();
+      else expect(opened).toMatchObject({ text: KEPT[e.id === ids[0] ? 0 : 1] });
+    }
+  });
+
+  it('memgate verify reads the histories and finds nothing erased readable', async () => {
+    const report = await env.client.verify({ agentId: env.agent(agentId) });
+    expect(report.findings.filter((f) => f.check === 'erased-in-temporal-history')).toEqual([]);
+  });
+
+  describe('through the codec endpoint', () => {
+    let server: RunningServer;
+    beforeAll(async () => {
+      server = await startHttpServer(env.client, env.config, { port: 0 });
+    });
+    afterAll(async () => {
+      await server?.close();
+    });
+
+    it("opens the kept entries and marks the erased one for a key over every agent, as Temporal's UI calls it; a narrower key sees them sealed", async () => {
+      const agent = env.agent(agentId);
+      const wire = payloadsIn(await agentHistory(agent)).map((p) => ({
+        metadata: Object.fromEntries(
+          Object.entries(p.metadata ?? {}).map(([k, v]) => [k, Buffer.from(v).toString('base64')]),
+        ),
+        data: Buffer.from(p.data ?? new Uint8Array()).toString('base64'),
+      }));
+      const decode = (key: string) =>
+        fetch(`${server.url}/codec/decode`, {
+          method: 'POST',
+          headers: {
+            'content-type': 'application/json',
+            authorization: `Bearer ${key}`,
+            'x-namespace': env.config.temporalNamespace,
+            origin: `http://localhost:${env.config.temporalUiPort}`,
+          },
+          body: JSON.stringify({ payloads: wire }),
+        });
+      const shownBy = async (res: Response) =>
+        ((await res.json()) as { payloads: { data: string }[] }).payloads
+          .map((p) => Buffer.from(p.data, 'base64').toString('utf8'))
+          .join('\n');
+      // A key of this agent only decodes the payload layer: every entry stays sealed.
+      const narrow = await decode((await createKey(env.store, agent, Date.now())).key);
+      expect(narrow.status).toBe(200);
+      const sealedOnly = await shownBy(narrow);
+      for (const text of [...KEPT, ERASED, ...ATOMS]) expect(sealedOnly).not.toContain(text);
+      expect(sealedOnly).toContain('"sealed":');
+      expect((await decode('not-a-key')).status).toBe(401);
+      const res = await decode((await createKey(env.store, '*', Date.now())).key);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('access-control-allow-origin')).toBe(
+        `http://localhost:${env.config.temporalUiPort}`,
+      );
+      const shown = await shownBy(res);
+      for (const text of KEPT) expect(shown).toContain(text);
+      for (const atom of [ERASED, ...ATOMS]) expect(shown).not.toContain(atom);
+      expect(shown).toContain(`{"id":"${ids[1]}","erased":true}`);
+    });
+  });
+});

@@ -1,0 +1,78 @@
+import { randomBytes } from 'node:crypto';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { openEntry, openSealedWrite, sealEntry } from '../../codec/sealedEntry';
+import { InvalidInputError } from '../../core/errors';
+import { parseWriteUpdate, sealedChars } from '../../core/sealed';
+import { entryId } from '../../store/entries';
+
+const LIMITS = { maxTextChars: 16_000, maxEntriesPerWrite: 100 };
+const NOW = Date.UTC(2026, 11, 1);
+
+describe('an entry sealed under its own key', () => {
+  it('opens as what was sealed, under its key, agent and id only', () => {
+    fc.assert(
+      fc.property(fc.string({ minLength: 1 }), fc.string({ minLength: 1 }), (text, agentId) => {
+        const key = randomBytes(32);
+        const sealed = sealEntry(agentId, 'e1', { text }, key);
+        expect(openEntry(agentId, 'e1', sealed, key)).toEqual({ text });
+        expect(openEntry(agentId, 'e2', sealed, key)).toBeUndefined();
+        expect(openEntry(`${agentId}x`, 'e1', sealed, key)).toBeUndefined();
+        expect(openEntry(agentId, 'e1', sealed, randomBytes(32))).toBeUndefined();
+      }),
+    );
+  });
+
+  it('does not open once altered, and holds its text in no readable form', () => {
+    const key = randomBytes(32);
+    const text = 'The vendor needs 30 days of notice.';
+    const sealed = sealEntry('a', 'e1', { text }, key);
+    expect(Buffer.from(sealed, 'base64').toString('latin1')).not.toContain('vendor');
+    const bytes = Buffer.from(sealed, 'base64');
+    bytes.writeUInt8(bytes.readUInt8(bytes.length - 1) ^ 1, bytes.length - 1);
+    expect(openEntry('a', 'e1', bytes.toString('base64'), key)).toBeUndefined();
+  });
+});
+
+describe('a sealed write as the workflow and the persisting activity take it', () => {
+  const agentId = 'agent-1';
+  const entry = {
+    text: 'Lunch orders close at eleven.',
+    source: { origin: 'agent' as const },
+    writtenAt: NOW,
+  };
+  const id = entryId(agentId, entry);
+
+  it('is taken by its envelope, and refused when the envelope is wrong', () => {
+    const key = randomBytes(32);
+    const write = { agentId, entries: [{ id, sealed: sealEntry(agentId, id, entry, key) }] };
+    expect(parseWriteUpdate(write, LIMITS, NOW)).toEqual(write);
+    for (const bad of [
+      { agentId, entries: [{ id, sealed: 'not base64!' }] },
+      { agentId, entries: [{ id: '$gt', sealed: 'AAAA' }] },
+      { agentId, entries: [{ id, sealed: 'A'.repeat(sealedChars(64 * 1024) + 4) }] },
+      { agentId, entries: [{ id, sealed: 'AAAA', text: 'in clear too' }] },
+    ]) {
+      expect(() => parseWriteUpdate(bad, LIMITS, NOW)).toThrow(InvalidInputError);
+    }
+  });
+
+  it('opens with its keys; an entry whose key is gone is erased, one sealed as another id is refused', () => {
+    const key = randomBytes(32);
+    const sealed = sealEntry(agentId, id, entry, key);
+    const write = { agentId, entries: [{ id, sealed }] };
+    expect(openSealedWrite(write, new Map([[id, key]]), LIMITS, NOW).write.entries).toMatchObject([entry]);
+    expect(openSealedWrite(write, new Map(), LIMITS, NOW)).toEqual({
+      write: { agentId, entries: [] },
+      erased: [id],
+    });
+    const other = entryId(agentId, { ...entry, text: 'Something else.' });
+    const misnamed = { agentId, entries: [{ id: other, sealed: sealEntry(agentId, other, entry, key) }] };
+    expect(() => openSealedWrite(misnamed, new Map([[other, key]]), LIMITS, NOW)).toThrow(InvalidInputError);
+    const empty = {
+      agentId,
+      entries: [{ id, sealed: sealEntry(agentId, id, { ...entry, text: ' ' }, key) }],
+    };
+    expect(() => openSealedWrite(empty, new Map([[id, key]]), LIMITS, NOW)).toThrow(InvalidInputError);
+  });
+});
