@@ -1,6 +1,7 @@
 import { Command, CommanderError } from 'commander';
 import { MemgateError } from '../core/errors';
 import { registerAuditCommands } from '../audit/command';
+import { registerExportCommands } from './commands/export';
 import { registerImpossibleCommands } from './commands/impossible';
 import { registerNightlyCommands } from './commands/nightly';
 import { registerKeyCommands } from './commands/keys';
@@ -26,6 +27,7 @@ export function buildProgram(): Command {
   registerWindowCommands(program);
   registerNightlyCommands(program);
   registerVerifyCommands(program);
+  registerExportCommands(program);
   registerPolicyCommands(program);
   registerKeyCommands(program);
   registerServeCommands(program);

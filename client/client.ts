@@ -7,7 +7,7 @@ import {
   WorkflowUpdateRPCTimeoutOrCancelledError,
 } from '@temporalio/client';
 import { StackUnavailableError, UnauthenticatedError } from '../core/errors';
-import type { KeyScope } from '../core/keys';
+import { assertInScope, type KeyScope } from '../core/keys';
 import { authenticate } from '../store/keys';
 import type { Config } from '../core/config';
 import {
@@ -30,25 +30,35 @@ import { createEmbedder, type EmbeddingsEndpoint } from '../llm';
 import type { Embedder } from '../llm/embedder';
 import { referenceVectors } from '../llm/referenceVectors';
 import { verifyStore, type VerifyReport } from '../store/verify';
+import { exportChunks } from '../store/portable';
 import {
   consolidateAgentInputSchema,
+  eraseAgentInputSchema,
   forgetInputSchema,
   parseInput,
   restoreInputSchema,
   verifyRequestSchema,
   type ConsolidationReport,
+  type EraseAgentResult,
   type PersistedEntry,
   type ReembedResult,
   type RestoreResult,
   type WriteResult,
 } from '../core/messages';
 import { assertNotAhead } from '../core/clock';
+import { eraseAgent, eraseAgentWorkflowId } from '../workflows/eraseAgent';
 import { forget, forgetWorkflowId } from '../workflows/forget';
 import { consolidateAgent, consolidateAgentWorkflowId } from '../workflows/nightly';
 import { restore, restoreWorkflowId } from '../workflows/restore';
 import { reembed, reembedWorkflowId } from '../workflows/reembed';
 import { agentMemory, agentMemoryWorkflowId, writeUpdate } from '../workflows/agentMemory';
 import { WriteCoalescer } from '../core/writeCoalescer';
+import type { SealedWrite } from '../core/sealed';
+import { ContentCodec } from '../codec/payloadCodec';
+import { sealWrite } from '../codec/sealedEntry';
+import { decodeForWire, encodeForWire, type WirePayload } from '../codec/codecServer';
+import { erasedInHistory } from './historyCheck';
+import { registeredAgents } from '../store/agents';
 import { temporalConnectionOptions } from './connection';
 import { toMemgateError } from './errors';
 import { resending } from './resend';
@@ -93,6 +103,7 @@ export class MemgateClient {
     /** The stored policy as this client found it when it connected (docs/invariants.md, One policy). */
     readonly policy: Policy,
     private readonly embeddings: EmbeddingsEndpoint,
+    private readonly codec: ContentCodec,
   ) {
     this.vectorIndexes = new VectorIndexes(store, vectorIndexLimitsOf(config));
     this.embedder = 'url' in embeddings ? createEmbedder(config, embeddings.url) : undefined;
@@ -112,11 +123,16 @@ export class MemgateClient {
         `cannot reach Temporal at ${endpoints.temporalAddress}: ${(err as Error).message}`,
       );
     });
-    const temporal = new Client({ connection, namespace: config.temporalNamespace });
     const store = await openStore(endpoints.mongoUri, config.database, storeLimitsOf(config));
+    const codec = new ContentCodec(store);
+    const temporal = new Client({
+      connection,
+      namespace: config.temporalNamespace,
+      dataConverter: { payloadCodecs: [codec] },
+    });
     const { version, ...policy } = await typed(() => adoptPolicy(store, policyOf(config)));
     void version;
-    return new MemgateClient(temporal, store, config, policy, endpoints.embeddings);
+    return new MemgateClient(temporal, store, config, policy, endpoints.embeddings, codec);
   }
 
   /**
@@ -172,7 +188,8 @@ export class MemgateClient {
 
   private async sendWriteOnce(agentId: string, entries: WriteEntry[]): Promise<PersistedEntry[]> {
     const workflowId = agentMemoryWorkflowId(agentId);
-    const args: [WriteRequestInput] = [{ agentId, entries }];
+    // Sealed per entry: forget deletes the key, and every copy in any history is unreadable.
+    const args: [SealedWrite] = [await sealWrite(this.store, agentId, entries)];
     // A plain Update costs the server less than update-with-start; use it once this client
     // has seen the agent's workflow running, and fall back if it has since closed.
     if (this.runningAgents.has(agentId)) {
@@ -208,7 +225,7 @@ export class MemgateClient {
    * (an endpoint that fails does not fail the recall: the words still find what they find).
    */
   async recall(request: RecallRequestInput): Promise<RecallResult> {
-    const checked = parseRecallRequest(request);
+    const checked = parseRecallRequest(request, Date.now());
     // Not awaited here: recall reads the words while the query embeds.
     const semantic = this.semanticQuery(checked);
     return typed(() => recall(this.store, checked, this.memory, semantic));
@@ -309,18 +326,84 @@ export class MemgateClient {
   }
 
   /**
+   * Erase everything of an agent (docs/erasure.md), leaving each of its ids behind a
+   * content-free tombstone: resumable, a call while one runs joins it, and one after it
+   * finished (or for an agent with nothing stored) answers with nothing removed.
+   */
+  async eraseAgent(input: { agentId: string }): Promise<EraseAgentResult> {
+    const request = parseInput(eraseAgentInputSchema, input, 'erase agent');
+    return typed(() =>
+      this.temporal.workflow.execute(eraseAgent, {
+        workflowId: eraseAgentWorkflowId(request.agentId),
+        taskQueue: this.config.taskQueue,
+        args: [request],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    );
+  }
+
+  /**
    * Whether the store keeps its promises (store/verify.ts): every id accounted for, one copy
    * per entry, no erased content, every stand-in standing. Reads in batches; one agent or all.
    */
   async verify(request: { agentId?: string } = {}): Promise<VerifyReport> {
     const { agentId } = parseInput(verifyRequestSchema, request, 'verify');
-    return typed(() =>
-      verifyStore(this.store, {
+    return typed(async () => {
+      const report = await verifyStore(this.store, {
         ...(agentId !== undefined && { agentId }),
         batch: this.config.nightlyBatch,
         vectorIndexDir: this.config.vectorIndexDir,
-      }),
+      });
+      // Temporal too: what an erasure left readable in the agents' workflow histories.
+      for await (const agent of agentId !== undefined ? [agentId] : this.agentsInPages()) {
+        const { findings } = await erasedInHistory(this.temporal, this.codec, this.store, agent);
+        report.findings.push(...findings);
+      }
+      report.ok = report.findings.length === 0;
+      return report;
+    });
+  }
+
+  private async *agentsInPages(): AsyncGenerator<string> {
+    for (let after: string | undefined; ;) {
+      const page = await registeredAgents(this.store, {
+        ...(after !== undefined && { after }),
+        limit: this.config.nightlyBatch,
+      });
+      yield* page;
+      if (page.length < this.config.nightlyBatch) return;
+      after = page.at(-1);
+    }
+  }
+
+  /**
+   * Temporal's codec-server protocol (docs/erasure.md, Reading histories): payloads encoded
+   * with memgate's codec (a write in clear sealed first, its agent within `scope`), or decoded.
+   */
+  async codecPayloads(
+    direction: 'encode' | 'decode',
+    payloads: WirePayload[],
+    scope?: KeyScope,
+  ): Promise<WirePayload[]> {
+    return typed(() =>
+      direction === 'encode'
+        ? encodeForWire(this.codec, this.store, payloads, {
+            limits: this.limits,
+            inScope: (agentId) => scope && assertInScope(scope, agentId),
+          })
+        : // A key of some agents decodes the payload layer only: the entries stay sealed.
+          decodeForWire(this.codec, this.store, payloads, { openEntries: !scope || scope.agents === '*' }),
     );
+  }
+
+  /**
+   * The agent's export (docs/export.md) as chunks of JSON Lines, each read from the store only
+   * when the caller asks for it (`GET /v1/agents/{agentId}/export`); NotFound for an agent
+   * that has stored nothing.
+   */
+  exportAgent(input: { agentId: string }): AsyncGenerator<string, void> {
+    const agentId = parseInput(agentIdSchema, input.agentId, 'agent id');
+    return exportChunks(this.store, agentId, Date.now());
   }
 
   /**

@@ -104,6 +104,8 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
       method: r.method,
       url: r.path.replace(/\{(\w+)\}/g, ':$1'),
       config: { operationId: r.operationId },
+      // A streamed answer has no length to give a HEAD request before it is read.
+      ...(r.produces && { exposeHeadRoute: false }),
       ...(!r.open && options.preHandler && { preHandler: options.preHandler }),
       handler: async (request, reply) => {
         const input = {

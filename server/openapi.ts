@@ -74,7 +74,7 @@ function operation(r: Route, keys: boolean): Record<string, unknown> {
   op.responses = {
     [String(r.status ?? 200)]: {
       description: 'success',
-      content: { 'application/json': { schema: jsonSchema(r.response, 'output') } },
+      content: { [r.produces ?? 'application/json']: { schema: jsonSchema(r.response, 'output') } },
     },
     // A missing, unknown or expired key is 401; one that does not cover what the call names, 403.
     ...errorResponses(secured ? [...r.errors, 'Unauthenticated', 'Forbidden'] : r.errors),

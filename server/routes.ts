@@ -1,6 +1,8 @@
 import { z } from 'zod';
 import { zodIssues } from '../core/entry';
+import { EXPORT_MEDIA_TYPE } from '../core/exportFormat';
 import { InvalidInputError, StackUnavailableError, type Issue } from '../core/errors';
+import type { KeyScope } from '../core/keys';
 import { writeLimitsOf } from '../core/policy';
 import type { MemgateClient } from '../client/client';
 import type { WindowClient } from '../client/window';
@@ -10,8 +12,11 @@ import {
   advanceTurnSchema,
   agentParams,
   agentQuery,
+  codecPayloadsSchema,
   entryParams,
   entryResultSchema,
+  eraseAgentResultSchema,
+  exportLineSchema,
   forgetResultSchema,
   healthSchema,
   impossibleReportSchema,
@@ -72,6 +77,11 @@ export interface Route<
   /** Whether a request may leave the body out (it then reads as `{}`). */
   bodyOptional?: boolean;
   response: R;
+  /**
+   * A streamed answer of this media type, each line one value of `response`: the handler
+   * resolves to a web Response, which the server sends as the connection takes it.
+   */
+  produces?: typeof EXPORT_MEDIA_TYPE;
   status?: number;
   errors: HttpErrorType[];
   handle(input: {
@@ -79,6 +89,8 @@ export interface Route<
     query: z.output<Q>;
     body: z.output<B>;
     raw: unknown;
+    /** The caller's key scope, when the server checks keys. */
+    keyScope?: KeyScope;
   }): Promise<z.output<R>>;
 }
 
@@ -119,6 +131,32 @@ function sameAgent(path: string, body: { agentId?: string | undefined }): string
 /** The body as the caller sent it, for the client to validate as its own input. */
 function rawObject(raw: unknown): Record<string, unknown> {
   return raw as Record<string, unknown>;
+}
+
+/**
+ * Chunks as a streamed answer. The first is read before the answer starts, so a failure to
+ * begin (an unknown agent, an unreachable store) answers with its typed error; each next one
+ * only when the connection has taken the last (its backpressure reaches the store's cursor),
+ * and a connection that goes away ends the chunks.
+ */
+async function streamed(chunks: AsyncGenerator<string, void>, type: string): Promise<Response> {
+  let next: IteratorResult<string, void> | undefined = await chunks.next();
+  const encoder = new TextEncoder();
+  const body = new ReadableStream<Uint8Array>(
+    {
+      async pull(controller) {
+        const { done, value } = next ?? (await chunks.next());
+        next = undefined;
+        if (done) controller.close();
+        else controller.enqueue(encoder.encode(value));
+      },
+      async cancel() {
+        await chunks.return();
+      },
+    },
+    { highWaterMark: 0 },
+  );
+  return new Response(body, { headers: { 'content-type': type } });
 }
 
 const WRITE_ERRORS: HttpErrorType[] = ['InvalidInput', 'StackUnavailable'];
@@ -207,6 +245,18 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       handle: ({ params }) => memgate.forget(params),
     }),
     route({
+      method: 'DELETE',
+      path: '/v1/agents/{agentId}',
+      operationId: 'eraseAgent',
+      summary:
+        'Erase the whole agent (docs/erasure.md): every entry and summary, vector, query-log, ledger and run record, term statistic, workflow and context window, and the keys naming it alone; each of its ids stays behind a content-free tombstone. Erasing it again, or an agent never written, answers with nothing removed',
+      tag: 'memory',
+      params: agentParams,
+      response: eraseAgentResultSchema,
+      errors: ['InvalidInput', 'StackUnavailable'],
+      handle: ({ params }) => memgate.eraseAgent(params),
+    }),
+    route({
       method: 'POST',
       path: '/v1/agents/{agentId}/memories/{entryId}/restore',
       operationId: 'restore',
@@ -222,6 +272,20 @@ export function buildRoutes(deps: ServerDeps): Route[] {
     }),
     route({
       method: 'GET',
+      path: '/v1/agents/{agentId}/export',
+      operationId: 'exportAgent',
+      summary:
+        "Stream the agent's memory as JSON Lines (docs/export.md): a header, its tombstones, its hot and cold entries as stored, and an end line counting them; `memgate import` reads it",
+      tag: 'memory',
+      params: agentParams,
+      produces: EXPORT_MEDIA_TYPE,
+      response: exportLineSchema,
+      errors: ['InvalidInput', 'NotFound', 'StackUnavailable'],
+      // The server sends the Response as it is (`produces`).
+      handle: async ({ params }) => (await streamed(memgate.exportAgent(params), EXPORT_MEDIA_TYPE)) as never,
+    }),
+    route({
+      method: 'GET',
       path: '/v1/impossible',
       operationId: 'impossible',
       summary: 'Queries whose deep recall matched deleted evidence, grouped by why it was deleted',
@@ -231,6 +295,24 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       errors: ['InvalidInput', 'StackUnavailable'],
       handle: ({ query }) => deps.impossible(query),
     }),
+    ...(['encode', 'decode'] as const).map((direction) =>
+      route({
+        method: 'POST',
+        path: `/codec/${direction}`,
+        operationId: `codec${direction === 'encode' ? 'Encode' : 'Decode'}`,
+        summary:
+          direction === 'encode'
+            ? "Temporal's codec-server protocol: encrypt payloads as memgate's clients and workers do, each write in clear sealed first (its agent within the key's scope): for an agent written with another language's Temporal SDK"
+            : "Temporal's codec-server protocol: decrypt payloads for the Temporal UI or CLI or another SDK; with a key for every agent, each write's entries are opened too where their key is held (an erased one reads `erased: true`)",
+        tag: 'service',
+        body: codecPayloadsSchema,
+        response: codecPayloadsSchema,
+        errors: ['InvalidInput', 'StackUnavailable'],
+        handle: async ({ body, keyScope }) => ({
+          payloads: await memgate.codecPayloads(direction, body.payloads, keyScope),
+        }),
+      }),
+    ),
     route({
       method: 'GET',
       path: '/v1/verify',

@@ -170,11 +170,30 @@ export const forgetResultSchema: z.ZodType<Result<Memgate['forget']>> = z.object
   queriesRemoved: z.number().int(),
 });
 
+export const eraseAgentResultSchema: z.ZodType<Result<Memgate['eraseAgent']>> = z.object({
+  agentId: z.string(),
+  workflowsClosed: z
+    .number()
+    .int()
+    .describe('its workflows that were running, terminated (their histories deleted)'),
+  tombstoned: z.number().int().describe('ids newly behind a content-free erasure tombstone'),
+  entriesRemoved: z.number().int().describe('entry copies, summaries among them, deleted from hot and cold'),
+  vectorsCleared: z.number().int(),
+  queriesRemoved: z.number().int(),
+  ledgerRemoved: z.number().int(),
+  termStatsRemoved: z.number().int(),
+  runsRemoved: z.number().int(),
+  keysRevoked: ids.describe('the API keys whose pattern named this agent alone'),
+});
+
 export const restoreResultSchema: z.ZodType<Result<Memgate['restore']>> = z.object({
   id: z.string(),
   tier,
   restored: z.array(z.enum(['supersession', 'expiry'])),
 });
+
+/** One line of an agent's export, `GET /v1/agents/{agentId}/export` (core/exportFormat.ts). */
+export { exportLineSchema } from '../core/exportFormat';
 
 export const verifyReportSchema: z.ZodType<Result<Memgate['verify']>> = z.object({
   ok: z.boolean(),
@@ -191,6 +210,9 @@ export const verifyReportSchema: z.ZodType<Result<Memgate['verify']>> = z.object
         'stand-in-inactive',
         'stand-in-not-lossless',
         'summary-not-current',
+        'erased-in-vector-index',
+        'erased-in-temporal-history',
+        'term-overcounted',
       ]),
       agentId: z.string(),
       id: z.string(),
@@ -320,6 +342,15 @@ export const errorSchema = z.object({
 });
 
 export const healthSchema = z.object({ status: z.literal('ok') });
+
+/** A payload in Temporal's codec-server protocol: each metadata value and the data in base64. */
+const wirePayloadSchema = z.object({
+  metadata: z.record(z.string(), z.base64()).optional(),
+  data: z.base64().optional(),
+});
+
+/** What `/codec/encode` and `/codec/decode` take and answer. */
+export const codecPayloadsSchema = z.object({ payloads: z.array(wirePayloadSchema).max(1_000) });
 
 export const readySchema = z.object({
   status: z.enum(['ready', 'unavailable']),

@@ -112,7 +112,8 @@ describe('the HTTP API over a listening socket', () => {
     });
     for (const [path, methods] of Object.entries(doc.paths)) {
       for (const [method, op] of Object.entries(methods)) {
-        const keyed = path.startsWith('/v1/');
+        // The API and the codec endpoint (Temporal's protocol, outside /v1) take a key.
+        const keyed = path.startsWith('/v1/') || path.startsWith('/codec/');
         expect([method, path, op.security]).toEqual([method, path, keyed ? [{ apiKey: [] }] : undefined]);
         expect([method, path, '401' in op.responses, '403' in op.responses]).toEqual([
           method,
@@ -416,8 +417,12 @@ describe('service endpoints', () => {
         'POST /v1/agents/{agentId}/recall',
         'DELETE /v1/agents/{agentId}/memories/{entryId}',
         'POST /v1/agents/{agentId}/memories/{entryId}/restore',
+        'DELETE /v1/agents/{agentId}',
+        'GET /v1/agents/{agentId}/export',
         'GET /v1/impossible',
         'GET /v1/verify',
+        'POST /codec/encode',
+        'POST /codec/decode',
         'PUT /v1/windows/{sessionId}',
         'GET /v1/windows/{sessionId}',
         'POST /v1/windows/{sessionId}/admit',

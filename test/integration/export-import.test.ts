@@ -1,0 +1,424 @@
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemgateClient } from '../../client/client';
+import { startHttpServer, type RunningServer } from '../../client/commands/serve';
+import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
+import { DAY_MS, HOUR_MS } from '../../core/salience';
+import { registerAgent } from '../../store/agents';
+import { entryId, indexedEntry } from '../../store/entries';
+import { createKey } from '../../store/keys';
+import { importExport, importedId, type ImportResult } from '../../store/portable';
+import type { RecallResult } from '../../store/recall';
+import { adjustDocumentFrequencies } from '../../store/terms';
+import { runMemgate } from '../support/cli';
+import { startTestEnv, type TestEnv } from '../support/env';
+import { episode } from '../support/memories';
+import { expectVerified } from '../support/verify';
+
+/**
+ * `memgate export` and `memgate import` (docs/export.md) on the real stack. The source agent
+ * lived through the lifecycle (nights that summarised, spilled and evicted behind a stand-in,
+ * a superseded fact, an erasure), then took 10,000 more entries in bulk, as the nights before
+ * left them. Its export, imported into a new agent, answers every recall as the source does
+ * (hits, scores, missing evidence and successors, each id mapped), and `memgate verify` passes
+ * on it; the HTTP export streams the same lines; a malformed line is refused by its number
+ * with nothing of it written; an agent that holds entries takes an import only when asked to.
+ */
+
+const BULK = 10_000;
+/** Twelve days back, so the nights of the lifecycle are in the past. */
+const T0 = Math.floor((Date.now() - 12 * DAY_MS) / HOUR_MS) * HOUR_MS;
+const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
+/** One instant every recall is judged at, so the two agents' salience is the same. */
+const AS_OF = dayAt(12, 0);
+
+const COLOURS = ['amber', 'cobalt', 'crimson', 'jade', 'ivory', 'onyx', 'coral', 'slate', 'olive', 'plum'];
+const ANIMALS = ['heron', 'otter', 'lynx', 'ibis', 'marten', 'gecko', 'tapir', 'quokka', 'civet', 'okapi'];
+
+/** Queries whose terms each hold a few, a hundred, or a thousand entries, and the lifecycle's. */
+const QUERIES = [
+  'topic17 batch17',
+  'topic2250 group10 reviewed',
+  'batch42 group2',
+  'amber heron',
+  'crimson gecko ledger topic99',
+  'courier pickups dock',
+  'supplier notice period',
+  'office note boiler serviced',
+  'lab door code',
+];
+
+let env: TestEnv;
+let lexical: MemgateClient;
+let dir: string;
+let source: string;
+
+beforeAll(async () => {
+  env = await startTestEnv({
+    MEMGATE_HOT_CAPACITY: '6',
+    MEMGATE_LOW_WATERMARK: '0.5',
+    // `memgate verify` sends a batch's point reads at once, each within the store timeout: on a
+    // loaded machine the last of 500 can wait past it, of 100 it does not.
+    MEMGATE_NIGHTLY_BATCH: '100',
+  });
+  // Recall by words only on both sides: vectors are not exported (docs/export.md).
+  lexical = await MemgateClient.connect(env.config, {
+    ...env.endpoints,
+    embeddings: { unavailable: 'export round trip compares lexical recall' },
+  });
+  dir = mkdtempSync(join(tmpdir(), 'memgate-export-'));
+  source = await seedSource('export-source');
+}, 600_000);
+
+afterAll(async () => {
+  await lexical?.close();
+  await env?.close();
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+/** Nights that summarise, spill and evict behind a stand-in; a fact superseded; an erasure. */
+async function livedIn(agentId: string): Promise<void> {
+  const { entries } = await env.client.write({
+    agentId,
+    entries: [
+      { text: 'Courier pickups leave from dock 7 at 16:00.', salience: 0.2, writtenAt: dayAt(0, 9) },
+      { text: 'Courier pickups leave from dock 7 at 16:00!', salience: 0.2, writtenAt: dayAt(0, 10) },
+      { text: 'The lab door code is 4471.', salience: 0.9, writtenAt: dayAt(0, 11) },
+      {
+        text: "The supplier's notice period is 14 days.",
+        kind: 'fact',
+        subject: 'supplier',
+        attribute: 'notice period',
+        salience: 0.9,
+        writtenAt: dayAt(0, 12),
+      },
+    ],
+  });
+  await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
+  await env.client.write({
+    agentId,
+    entries: [
+      ...['boiler serviced', 'taxes filed', 'banners ordered', 'notice approved', 'interns start'].map(
+        (t, i) => ({ text: `Office note: ${t}.`, salience: 0.9, writtenAt: dayAt(9, 10) + i }),
+      ),
+      {
+        text: "The supplier's notice period is 30 days.",
+        kind: 'fact' as const,
+        subject: 'supplier',
+        attribute: 'notice period',
+        salience: 0.9,
+        writtenAt: dayAt(9, 11),
+      },
+    ],
+  });
+  await env.client.consolidate({ agentId, asOf: dayAt(10, 3) });
+  await env.client.forget({ agentId, entryId: entries[2]!.id });
+}
+
+/** The bulk: hot and cold, some dormant, the newest still awaiting their night. */
+async function seedBulk(agentId: string): Promise<void> {
+  const policy = memoryPolicy(env.config);
+  const hot: Entry[] = [];
+  const cold: Entry[] = [];
+  const counted: string[][] = [];
+  for (let i = 0; i < BULK; i++) {
+    const text =
+      `Note ${i}: the ${COLOURS[i % 10]} ${ANIMALS[(i >> 3) % 10]} ledger for topic${i % 2500} ` +
+      `batch${i % 100} group${i % 40} reviewed by desk ${i}.`;
+    const e = indexedEntry(
+      buildEntry(
+        entryId(agentId, { idempotencyKey: `bulk-${i}` }),
+        agentId,
+        { ...episode(text, dayAt(10, 4) + i * 60_000), salience: 0.05 + ((i * 37) % 95) / 100 },
+        policy,
+      ),
+    );
+    if (i < BULK - 100) {
+      // As the nights before left it: counted, and out of default recall's postings once dormant.
+      delete e.pending;
+      if (e.dormantAt <= AS_OF) delete e.liveKeys;
+      counted.push(e.terms);
+    }
+    if (i % 4 === 3) cold.push({ ...e, spilledAt: dayAt(11, 3) });
+    else hot.push(e);
+  }
+  for (let i = 0; i < hot.length; i += 1000) await env.store.hot.insertMany(hot.slice(i, i + 1000));
+  for (let i = 0; i < cold.length; i += 1000) await env.store.cold.insertMany(cold.slice(i, i + 1000));
+  const ids = [...hot, ...cold].map((e) => ({ _id: e._id, agentId }));
+  for (let i = 0; i < ids.length; i += 1000) await env.store.entryIds.insertMany(ids.slice(i, i + 1000));
+  await adjustDocumentFrequencies(env.store, agentId, counted, 1);
+  await registerAgent(env.store, agentId, dayAt(0, 9));
+}
+
+async function seedSource(name: string): Promise<string> {
+  const agentId = env.agent(name);
+  await livedIn(agentId);
+  await seedBulk(agentId);
+  // What the test relies on is there.
+  const count = (collection: 'hot' | 'cold' | 'tombstones', filter: Record<string, unknown>) =>
+    env.store[collection].countDocuments({ agentId, ...filter });
+  const held = {
+    erased: await count('tombstones', { reason: 'erased' }),
+    standIns: await count('tombstones', { standIn: { $exists: true } }),
+    summaries: (await count('hot', { kind: 'summary' })) + (await count('cold', { kind: 'summary' })),
+    superseded:
+      (await count('hot', { supersededBy: { $exists: true } })) +
+      (await count('cold', { supersededBy: { $exists: true } })),
+  };
+  expect(held).toEqual({
+    erased: 1,
+    standIns: held.standIns || 1,
+    summaries: held.summaries || 1,
+    superseded: 1,
+  });
+  return agentId;
+}
+
+async function* toLines(lines: string[]): AsyncGenerator<string> {
+  yield* lines;
+}
+
+async function exportToFile(agentId: string, name: string): Promise<string> {
+  const file = join(dir, name);
+  const run = await runMemgate(env, ['export', '--agent', agentId, '--out', file]);
+  expect(run.stderr).toBe('');
+  expect(run.code).toBe(0);
+  return file;
+}
+
+async function importFile(agentId: string, file: string, ...flags: string[]) {
+  return runMemgate(env, ['import', '--agent', agentId, '--file', file, ...flags]);
+}
+
+/** A recall with every id the target holds for it mapped back to the source's. */
+function mapped(r: RecallResult, toTarget: (id: string) => string) {
+  return {
+    hits: r.hits.map((h) => ({
+      id: toTarget(h.id),
+      score: h.score,
+      tier: h.tier,
+      text: h.text,
+      supersededBy: h.supersededBy && toTarget(h.supersededBy),
+    })),
+    missing: r.missing?.map((m) => ({
+      id: toTarget(m.tombstoneId),
+      reason: m.reason,
+      standIn: m.standIn && { ...m.standIn, summaryId: toTarget(m.standIn.summaryId) },
+    })),
+    successors: r.successors?.map((s) => toTarget(s.id)),
+  };
+}
+
+describe('memgate export and import', () => {
+  let file: string;
+  let target: string;
+
+  it('round-trips 10,000 entries into a new agent: equal recall, and verify passes', async () => {
+    file = await exportToFile(source, 'source.jsonl');
+    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+    expect(JSON.parse(lines[0]!)).toMatchObject({ type: 'header', agentId: source, vectors: false });
+    expect(JSON.parse(lines.at(-1)!)).toEqual({ type: 'end', records: lines.length - 2 });
+
+    target = env.agent('export-target');
+    const run = await importFile(target, file);
+    expect(run.stderr).toBe('');
+    expect(run.code).toBe(0);
+    const result = JSON.parse(run.stdout) as ImportResult;
+    const stored = async (agentId: string) => ({
+      hot: await env.store.hot.countDocuments({ agentId }),
+      cold: await env.store.cold.countDocuments({ agentId }),
+      tombstones: await env.store.tombstones.countDocuments({ agentId }),
+    });
+    const held = await stored(source);
+    expect(held.hot + held.cold).toBeGreaterThan(BULK);
+    expect(result).toMatchObject({ from: source, idsKept: false, skipped: 0, imported: held });
+    expect(await stored(target)).toEqual(held);
+    await expectVerified(env, target);
+
+    const toTarget = (id: string) => importedId(source, target, id);
+    let hits = 0;
+    for (const query of QUERIES) {
+      for (const deep of [false, true]) {
+        for (const k of [10, 50]) {
+          const request = { query, deep, k, asOf: AS_OF };
+          const before = await lexical.recall({ ...request, agentId: source });
+          const after = await lexical.recall({ ...request, agentId: target });
+          expect(
+            mapped(after, (id) => id),
+            `${query} (deep: ${deep}, k: ${k})`,
+          ).toEqual(mapped(before, toTarget));
+          hits += before.hits.length;
+        }
+      }
+    }
+    // Every query found something in at least one of its modes.
+    expect(hits).toBeGreaterThan(QUERIES.length * 10);
+  }, 600_000);
+
+  it('streams the same lines over HTTP as the command writes, behind the API key', async () => {
+    const server: RunningServer = await startHttpServer(env.client, env.config, { port: 0 });
+    try {
+      const { key } = await createKey(env.store, source, Date.now());
+      const { key: otherKey } = await createKey(env.store, env.agent('someone-else'), Date.now());
+      const url = `${server.url}/v1/agents/${source}/export`;
+      const res = await fetch(url, { headers: { authorization: `Bearer ${key}` } });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('application/x-ndjson');
+      const served = (await res.text()).trimEnd().split('\n');
+      const written = readFileSync(file, 'utf8').trimEnd().split('\n');
+      const { exportedAt: _a, ...servedHeader } = JSON.parse(served[0]!) as Record<string, unknown>;
+      const { exportedAt: _b, ...writtenHeader } = JSON.parse(written[0]!) as Record<string, unknown>;
+      expect(servedHeader).toEqual(writtenHeader);
+      expect(served.length).toBe(written.length);
+      expect(served.slice(1)).toEqual(written.slice(1));
+
+      const forbidden = await fetch(url, { headers: { authorization: `Bearer ${otherKey}` } });
+      expect(forbidden.status).toBe(403);
+      expect(await forbidden.json()).toMatchObject({ error: { type: 'Forbidden' } });
+      const unkeyed = await fetch(url);
+      expect(unkeyed.status).toBe(401);
+      const { key: anyKey } = await createKey(env.store, '*', Date.now());
+      const nobody = await fetch(`${server.url}/v1/agents/${env.agent('nobody')}/export`, {
+        headers: { authorization: `Bearer ${anyKey}` },
+      });
+      expect(nobody.status).toBe(404);
+      expect(await nobody.json()).toMatchObject({ error: { type: 'NotFound' } });
+    } finally {
+      await server.close();
+    }
+  }, 300_000);
+
+  it('refuses a malformed line by its number: what came before it is written, nothing of it', async () => {
+    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+    const firstEntry = lines.findIndex((l) => (JSON.parse(l) as { type: string }).type === 'entry');
+    const bad = firstEntry + 3;
+    const line = JSON.parse(lines[bad]!) as { _id: string; salience: { base: number } };
+    line.salience.base = 2;
+    const broken = join(dir, 'broken.jsonl');
+    writeFileSync(broken, [...lines.slice(0, bad), JSON.stringify(line), ...lines.slice(bad + 1)].join('\n'));
+    const agentId = env.agent('export-broken');
+    const run = await importFile(agentId, broken);
+    expect(run.code).toBe(2);
+    expect(run.stderr).toContain(`error [InvalidInput]: invalid export: line ${bad + 1} refused`);
+    expect(run.stderr).toContain('salience.base');
+
+    const id = (n: number) => importedId(source, agentId, (JSON.parse(lines[n]!) as { _id: string })._id);
+    const where = async (entry: string) => ({
+      hot: (await env.store.hot.countDocuments({ _id: entry })) > 0,
+      cold: (await env.store.cold.countDocuments({ _id: entry })) > 0,
+      registered: (await env.store.entryIds.countDocuments({ _id: entry })) > 0,
+    });
+    expect(await where(id(bad))).toEqual({ hot: false, cold: false, registered: false });
+    expect(await where(id(bad - 1))).toMatchObject({ registered: true });
+    expect(await where(id(bad + 1))).toEqual({ hot: false, cold: false, registered: false });
+
+    const notJson = join(dir, 'not-json.jsonl');
+    writeFileSync(notJson, [lines[0], '{"type": "tombstone",', lines.at(-1)].join('\n'));
+    const second = await importFile(env.agent('export-not-json'), notJson);
+    expect(second.code).toBe(2);
+    expect(second.stderr).toContain('invalid export: line 2 refused (not JSON');
+
+    const erasure = lines.find((l) => (JSON.parse(l) as { reason?: string }).reason === 'erased')!;
+    const withContent = join(dir, 'erasure-with-content.jsonl');
+    writeFileSync(
+      withContent,
+      [lines[0], JSON.stringify({ ...JSON.parse(erasure), terms: ['door'] })].join('\n'),
+    );
+    const third = await importFile(env.agent('export-erasure-content'), withContent);
+    expect(third.code).toBe(2);
+    expect(third.stderr).toContain('line 2 refused (an erasure tombstone holds no terms and no atoms)');
+
+    // The order of the lines, in process: each refusal names its line.
+    const entryText = lines[firstEntry]!;
+    const cases: [string, string[], string][] = [
+      [
+        'a tombstone after an entry',
+        [lines[0]!, entryText, erasure],
+        'line 3 refused (a tombstone after an entry',
+      ],
+      ['a second header', [lines[0]!, lines[0]!], 'line 2 refused (a second header)'],
+      ['no header', [entryText], 'line 1 refused (the first line must be the header)'],
+      [
+        'a wrong count',
+        [lines[0]!, entryText, '{"type":"end","records":2}'],
+        'line 3 refused (the end line counts 2',
+      ],
+      ['a cut-off export', [lines[0]!, entryText], 'line 3 refused (the export ends without its end line'],
+      [
+        'a line after the end',
+        [lines[0]!, '{"type":"end","records":0}', entryText],
+        'line 3 refused (a line after',
+      ],
+    ];
+    for (const [what, input, refusal] of cases) {
+      const into = importExport(env.store, env.agent('export-order'), toLines(input), Date.now());
+      await expect(into, what).rejects.toThrow(refusal);
+    }
+  }, 300_000);
+
+  it('never brings an erased id back: an entry behind an imported or a held erasure is not written', async () => {
+    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+    const erasure = JSON.parse(
+      lines.find((l) => (JSON.parse(l) as { reason?: string }).reason === 'erased')!,
+    ) as {
+      _id: string;
+    };
+    const someEntry = JSON.parse(
+      lines.find((l) => (JSON.parse(l) as { type: string }).type === 'entry')!,
+    ) as object;
+    // What an export taken while the erasure ran, or before it, holds: the erased entry itself.
+    const erased = JSON.stringify({ ...someEntry, _id: erasure._id, text: 'The lab door code is 4471.' });
+    const stored = async (agentId: string) => {
+      const id = importedId(source, agentId, erasure._id);
+      return {
+        hot: await env.store.hot.countDocuments({ _id: id }),
+        cold: await env.store.cold.countDocuments({ _id: id }),
+        tombstone: (await env.store.tombstones.findOne({ _id: id }))?.reason,
+      };
+    };
+
+    const raced = join(dir, 'raced.jsonl');
+    writeFileSync(
+      raced,
+      [lines[0], JSON.stringify(erasure), erased, '{"type":"end","records":2}'].join('\n'),
+    );
+    const fresh = env.agent('export-raced');
+    const run = await importFile(fresh, raced);
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({
+      imported: { tombstones: 1, hot: 0, cold: 0 },
+      skipped: 1,
+    });
+    expect(await stored(fresh)).toEqual({ hot: 0, cold: 0, tombstone: 'erased' });
+    await expectVerified(env, fresh);
+
+    const older = join(dir, 'older.jsonl');
+    writeFileSync(older, [lines[0], erased, '{"type":"end","records":1}'].join('\n'));
+    const again = await importFile(target, older, '--into-existing');
+    expect(again.code).toBe(0);
+    expect(JSON.parse(again.stdout)).toMatchObject({
+      imported: { tombstones: 0, hot: 0, cold: 0 },
+      skipped: 1,
+    });
+    expect(await stored(target)).toEqual({ hot: 0, cold: 0, tombstone: 'erased' });
+  }, 300_000);
+
+  it('imports into an agent that holds entries only with --into-existing, keeping what it holds', async () => {
+    const refused = await importFile(target, file);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('--into-existing');
+    const before = await env.store.hot.countDocuments({ agentId: target });
+
+    const again = await importFile(target, file, '--into-existing');
+    expect(again.stderr).toBe('');
+    expect(again.code).toBe(0);
+    const result = JSON.parse(again.stdout) as ImportResult;
+    expect(result.imported).toEqual({ tombstones: 0, hot: 0, cold: 0 });
+    expect(result.skipped).toBe(result.lines - 2);
+    expect(result.erasuresNotApplied).toEqual([]);
+    expect(await env.store.hot.countDocuments({ agentId: target })).toBe(before);
+    await expectVerified(env, target);
+  }, 300_000);
+});
