@@ -1,12 +1,13 @@
 import type { Client } from '@temporalio/client';
-import { METADATA_ENCODING_KEY, type Payload } from '@temporalio/common';
+import type { Payload } from '@temporalio/common';
 import type { WriteEntry } from '../core/entry';
 import { isSealedWrite, type WriteUpdate } from '../core/sealed';
+import { jsonOf } from '../codec/codecServer';
 import type { ContentCodec } from '../codec/payloadCodec';
 import { openEntry } from '../codec/sealedEntry';
-import { contentKeys, erasedAmong } from '../store/contentKeys';
+import { contentKeys } from '../store/contentKeys';
 import type { Store } from '../store/db';
-import { entryId } from '../store/entries';
+import { entryId, erasedAmong } from '../store/entries';
 import type { VerifyFinding } from '../store/verify';
 import { agentMemoryWorkflowId } from '../workflows/agentMemory';
 
@@ -84,15 +85,6 @@ function* payloadsIn(value: unknown): Generator<Payload> {
     return;
   }
   for (const child of Array.isArray(value) ? value : Object.values(v)) yield* payloadsIn(child);
-}
-
-function jsonOf(p: Payload): unknown {
-  if (Buffer.from(p.metadata?.[METADATA_ENCODING_KEY] ?? []).toString() !== 'json/plain') return undefined;
-  try {
-    return JSON.parse(Buffer.from(p.data ?? new Uint8Array()).toString('utf8')) as unknown;
-  } catch {
-    return undefined;
-  }
 }
 
 /** The writes a decoded value holds: an Update's argument, or a batch of them (an activity's input). */

@@ -68,7 +68,8 @@ export async function encodeForWire(
   return (await codec.encode(sealed)).map(toWire);
 }
 
-function jsonOf(p: Payload): unknown {
+/** A payload's JSON value, when it is JSON. */
+export function jsonOf(p: Payload): unknown {
   if (Buffer.from(p.metadata?.[METADATA_ENCODING_KEY] ?? []).toString() !== 'json/plain') return undefined;
   try {
     return JSON.parse(Buffer.from(p.data ?? new Uint8Array()).toString('utf8')) as unknown;

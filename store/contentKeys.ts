@@ -1,6 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Binary } from 'mongodb';
-import { insertIgnoringExisting, isErasure, type ContentKeyRecord, type Store } from './db';
+import { insertIgnoringExisting, type ContentKeyRecord, type Store } from './db';
 
 /**
  * The keys memory content is encrypted with before it reaches Temporal (codec/): one per entry,
@@ -77,15 +77,4 @@ export async function payloadKeys(store: Store, now: number): Promise<{ id: stri
   return records
     .sort((a, b) => b.createdAt - a.createdAt || a._id.localeCompare(b._id))
     .map((r) => ({ id: r._id, key: Buffer.from(r.key.value()) }));
-}
-
-/** Of `ids`, those behind an erasure tombstone (point reads by `_id`). */
-export async function erasedAmong(
-  store: Store,
-  agentId: string,
-  ids: readonly string[],
-): Promise<Set<string>> {
-  const unique = [...new Set(ids)];
-  const stones = await Promise.all(unique.map((_id) => store.tombstones.findOne({ _id, agentId })));
-  return new Set(stones.flatMap((t) => (t && isErasure(t) ? [t._id] : [])));
 }

@@ -27,8 +27,8 @@ import { FIRST_NIGHT_LOOKBACK_DAYS, type SupersededSource } from '../core/nightl
 import { dayOf } from '../core/salience';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import { countArrived, countDeleted, countMoved } from './agents';
-import { isErasure, insertIgnoringExisting, type LedgerRecord, type Store } from './db';
-import { gateKeys, insertNewEntries, termKeys } from './entries';
+import { insertIgnoringExisting, type LedgerRecord, type Store } from './db';
+import { erasedAmong, gateKeys, insertNewEntries, termKeys } from './entries';
 import { dropVectors, restateForRecall } from './vectors';
 import { adjustDocumentFrequencies, termKey } from './terms';
 
@@ -522,12 +522,9 @@ export async function withdrawErased(
   agentId: string,
   ids: readonly string[],
 ): Promise<Set<string>> {
-  const stones = await Promise.all(
-    ids.map((_id) => store.tombstones.findOne({ _id, agentId }, { projection: { reason: 1 } })),
-  );
-  const withdrawn = ids.filter((_, i) => stones[i] && isErasure(stones[i]));
+  const withdrawn = await erasedAmong(store, agentId, ids);
   for (const id of withdrawn) await deleteEntry(store, agentId, id);
-  return new Set(withdrawn);
+  return withdrawn;
 }
 
 /**

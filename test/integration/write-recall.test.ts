@@ -87,20 +87,22 @@ describe('durable soft writes and gated recall', () => {
     expect(await env.store.queries.countDocuments({ agentId: env.agent('agent-gate') })).toBe(2);
   });
 
-  it('evaluates the gate at asOf: the same entry is visible now and dormant a month later', async () => {
+  it('evaluates the gate at asOf: the same entry was visible when written and is dormant a month later', async () => {
+    // asOf is bounded as a write's time is (not past the clock): the month is in the past.
+    const writtenAt = Date.now() - 30 * DAY_MS;
     const res = await env.client.write({
       agentId: env.agent('agent-asof'),
-      entries: [{ text: 'Quarterly offsite in Lisbon', salience: 0.6 }],
+      entries: [{ text: 'Quarterly offsite in Lisbon', salience: 0.6, writtenAt }],
     });
     const id = res.entries[0]!.id;
-    const now = await env.client.recall({ agentId: env.agent('agent-asof'), query: 'offsite Lisbon' });
-    expect(now.hits.map((h) => h.id)).toEqual([id]);
-    const later = await env.client.recall({
+    const then = await env.client.recall({
       agentId: env.agent('agent-asof'),
       query: 'offsite Lisbon',
-      asOf: Date.now() + 30 * DAY_MS,
+      asOf: writtenAt + 60_000,
     });
-    expect(later.hits).toEqual([]);
+    expect(then.hits.map((h) => h.id)).toEqual([id]);
+    const now = await env.client.recall({ agentId: env.agent('agent-asof'), query: 'offsite Lisbon' });
+    expect(now.hits).toEqual([]);
   });
 
   it('is idempotent: the same idempotency key twice gives one entry', async () => {
