@@ -37,6 +37,27 @@ export function createForgetActivities(store: Store, summarizer: Summarizer) {
    * claimed stays stored until that erasure deletes it; its tombstone, written first, says it
    * is going, so of two erasures racing over one summary the later to look removes it.
    */
+  /**
+   * Each summary still built from the erased entry: rebuilt by `rebuild` from its other
+   * sources when they all still stand, else removed. Returns the ids of those removed.
+   */
+  async function eachDerivedSummary(
+    input: ForgetStep,
+    rebuild: (summary: Entry, sources: Entry[]) => Promise<void>,
+  ): Promise<string[]> {
+    const removed: string[] = [];
+    for (const summary of await summariesDerivedFrom(store, input.agentId, input.entryId)) {
+      const sources = await rebuildableFrom(input, summary);
+      if (sources) {
+        await rebuild(summary, sources);
+      } else {
+        await removeSummary(store, input.agentId, summary._id, input.entryId, input.at);
+        removed.push(summary._id);
+      }
+    }
+    return removed;
+  }
+
   async function rebuildableFrom(input: ForgetStep, summary: Entry): Promise<Entry[] | undefined> {
     const remaining = (summary.derivedFrom ?? []).filter((id) => id !== input.entryId);
     const { present, gone } = await storedEntries(store, input.agentId, remaining);
@@ -87,17 +108,10 @@ export function createForgetActivities(store: Store, summarizer: Summarizer) {
       input: ForgetStep,
     ): Promise<{ removed: string[]; restored: string[]; tiers: Tier[]; queriesRemoved: number }> {
       input = parseInput(forgetDerivedSchema, input, 'forget');
-      const removed: string[] = [];
-      for (const summary of await summariesDerivedFrom(store, input.agentId, input.entryId)) {
-        const sources = await rebuildableFrom(input, summary);
-        if (!sources) {
-          await removeSummary(store, input.agentId, summary._id, input.entryId, input.at);
-          removed.push(summary._id);
-          continue;
-        }
+      const removed = await eachDerivedSummary(input, async (summary, sources) => {
         const merged = extractiveSummary(sources.map((s) => ({ id: s._id, text: s.text })));
         await rewrite(input, summary, sources, merged, false);
-      }
+      });
       // The entry may itself be a summary: what leaned on it no longer can.
       await unlinkSummary(store, input.agentId, input.entryId);
       const restored = await unlinkSupersession(store, input.agentId, input.entryId, input.at);
@@ -114,19 +128,12 @@ export function createForgetActivities(store: Store, summarizer: Summarizer) {
     async forgetDerived(input: ForgetStep): Promise<{ resummarised: string[]; removed: string[] }> {
       input = parseInput(forgetDerivedSchema, input, 'forget');
       const resummarised: string[] = [];
-      const removed: string[] = [];
-      for (const summary of await summariesDerivedFrom(store, input.agentId, input.entryId)) {
-        const sources = await rebuildableFrom(input, summary);
-        if (!sources) {
-          await removeSummary(store, input.agentId, summary._id, input.entryId, input.at);
-          removed.push(summary._id);
-          continue;
-        }
+      const removed = await eachDerivedSummary(input, async (summary, sources) => {
         const text = await summarizer.summarize(sources.map((s) => ({ id: s._id, text: s.text })));
         await rewrite(input, summary, sources, text, true);
         resummarised.push(summary._id);
         heartbeat(summary._id);
-      }
+      });
       return { resummarised, removed };
     },
   };
