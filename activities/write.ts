@@ -14,17 +14,14 @@ import { openSealedWrite } from '../codec/sealedEntry';
 import { registerAgent } from '../store/agents';
 import { contentKeys, shredContentKey } from '../store/contentKeys';
 import type { Store } from '../store/db';
-import { entryId, insertNewEntries } from '../store/entries';
+import { insertNewEntries, writtenEntryId } from '../store/entries';
 import type { PersistedEntry, WriteStatus } from '../core/messages';
 
 /** The entries of a write in clear, each with the id derived from it. */
 function entriesOf(req: WriteRequest, policy: ReturnType<typeof memoryPolicy>): Entry[] {
   return req.entries.map((e: WriteEntry) => {
     const writtenAt = e.writtenAt!;
-    const id = entryId(
-      req.agentId,
-      e.idempotencyKey ? { idempotencyKey: e.idempotencyKey } : { text: e.text, source: e.source, writtenAt },
-    );
+    const id = writtenEntryId(req.agentId, { ...e, writtenAt });
     return buildEntry(id, req.agentId, { ...e, writtenAt }, policy);
   });
 }

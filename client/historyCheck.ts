@@ -7,7 +7,7 @@ import type { ContentCodec } from '../codec/payloadCodec';
 import { openEntry } from '../codec/sealedEntry';
 import { contentKeys } from '../store/contentKeys';
 import type { Store } from '../store/db';
-import { entryId, erasedAmong } from '../store/entries';
+import { erasedAmong, writtenEntryId } from '../store/entries';
 import type { VerifyFinding } from '../store/verify';
 import { agentMemoryWorkflowId } from '../workflows/agentMemory';
 
@@ -61,16 +61,7 @@ async function readableErased(store: Store, write: WriteUpdate, runId: string): 
       .map((e) => finding(e.id, 'sealed under a key that is still held'));
   }
   const ids = write.entries.flatMap((e: WriteEntry) =>
-    e.writtenAt === undefined
-      ? []
-      : [
-          entryId(
-            write.agentId,
-            e.idempotencyKey
-              ? { idempotencyKey: e.idempotencyKey }
-              : { text: e.text, source: e.source, writtenAt: e.writtenAt },
-          ),
-        ],
+    e.writtenAt === undefined ? [] : [writtenEntryId(write.agentId, { ...e, writtenAt: e.writtenAt })],
   );
   const erased = await erasedAmong(store, write.agentId, ids);
   return [...erased].map((id) => finding(id, 'in clear'));

@@ -4,7 +4,7 @@ import { InvalidInputError } from '../core/errors';
 import type { SealedWrite } from '../core/sealed';
 import { contentKeysFor } from '../store/contentKeys';
 import type { Store } from '../store/db';
-import { entryId } from '../store/entries';
+import { writtenEntryId } from '../store/entries';
 
 /**
  * AES-256-GCM over one entry's JSON, bound to its agent and id (the additional data), so a
@@ -51,14 +51,7 @@ export async function sealWrite(
   agentId: string,
   entries: readonly WriteEntry[],
 ): Promise<SealedWrite> {
-  const ids = entries.map((e) =>
-    entryId(
-      agentId,
-      e.idempotencyKey
-        ? { idempotencyKey: e.idempotencyKey }
-        : { text: e.text, source: e.source, writtenAt: e.writtenAt! },
-    ),
-  );
+  const ids = entries.map((e) => writtenEntryId(agentId, { ...e, writtenAt: e.writtenAt! }));
   const keys = await contentKeysFor(store, agentId, ids, Date.now());
   return {
     agentId,
@@ -102,14 +95,7 @@ export function openSealedWrite(
   const clear = parseWriteRequest({ agentId: write.agentId, entries: opened }, limits, now);
   clear.entries.forEach((e, i) => {
     const derived =
-      e.writtenAt === undefined
-        ? undefined
-        : entryId(
-            write.agentId,
-            e.idempotencyKey
-              ? { idempotencyKey: e.idempotencyKey }
-              : { text: e.text, source: e.source, writtenAt: e.writtenAt },
-          );
+      e.writtenAt === undefined ? undefined : writtenEntryId(write.agentId, { ...e, writtenAt: e.writtenAt });
     if (derived !== ids[i]) {
       throw new InvalidInputError('invalid write', [
         {

@@ -25,6 +25,19 @@ export function entryId(
   return h.digest('base64url').slice(0, 32);
 }
 
+/** The id a written entry derives: by its idempotency key, else by its content and time. */
+export function writtenEntryId(
+  agentId: string,
+  e: { idempotencyKey?: string | undefined; text: string; source: Provenance; writtenAt: number },
+): string {
+  return entryId(
+    agentId,
+    e.idempotencyKey
+      ? { idempotencyKey: e.idempotencyKey }
+      : { text: e.text, source: e.source, writtenAt: e.writtenAt },
+  );
+}
+
 export function termKeys(agentId: string, terms: readonly string[]): string[] {
   return terms.map((t) => termKey(agentId, t));
 }
