@@ -11,6 +11,12 @@ import { expectVerified } from '../support/verify';
  * runs several nights at once: the shape that held every connection of FerretDB's pool with a
  * command waiting for one more, for good, before admission (docs/invariants.md, No store
  * wedge). Bounded in count and time, on loopback; it ends by itself either way.
+ *
+ * A call the store cannot serve within MEMGATE_STORE_TIMEOUT_MS is refused as a retryable
+ * `StackUnavailable` (a 503 over HTTP), and this client retries it as any client should. How
+ * many are refused depends on the machine's speed, so the test does not count them; it asserts
+ * that every refusal is that typed one, and that every call is answered in the end. A wedged
+ * store answers nothing, however often it is asked.
  */
 const AGENTS = 24;
 const WRITES_PER_AGENT = 8;
@@ -46,15 +52,45 @@ async function http(method: string, path: string, body: unknown): Promise<{ stat
     headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
-  return { status: res.status, body: await res.json() };
+  const answer = (await res.json()) as { error?: { type?: string; message?: string } };
+  if (res.status === 503 && answer.error?.type === 'StackUnavailable')
+    throw new Refused(`${method} ${path} answered 503: ${answer.error.message}`);
+  return { status: res.status, body: answer };
 }
 
 function entry(agent: number, write: number, i: number) {
   const n = (write * ENTRIES_PER_WRITE + i) * 7919 + agent;
   return {
     text: `Shipment ${n} for depot ${agent} leaves dock ${write} with ${i + 2} pallets of part ${n % 97}.`,
+    idempotencyKey: `stress-${agent}-${write}-${i}`,
     salience: 0.4 + (i % 5) / 10,
   };
+}
+
+/** A refusal that tells the caller to try again: the store answered, in time, that it is busy. */
+class Refused extends Error {}
+
+function refusedAsBusy(err: unknown): boolean {
+  return err instanceof Refused || (err as { type?: unknown }).type === 'StackUnavailable';
+}
+
+const refusals: string[] = [];
+
+/**
+ * `call`, tried again a second after each `StackUnavailable`; any other failure is final.
+ * Writes carry idempotency keys, so a write tried again cannot land twice.
+ */
+async function retried<T>(call: () => Promise<T>): Promise<T> {
+  const giveUpAt = Date.now() + WEDGED_AFTER_MS;
+  for (;;) {
+    try {
+      return await call();
+    } catch (err) {
+      if (!refusedAsBusy(err) || Date.now() > giveUpAt) throw err;
+      refusals.push((err as Error).message);
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+    }
+  }
 }
 
 /** Each call's outcome; none may hang past the bound, and the bound is a failure. */
@@ -87,40 +123,44 @@ describe('the store under many processes at once (docs/invariants.md, No store w
     const record = (agentId: string, ids: string[]) => ids.forEach((id) => written.get(agentId)!.add(id));
 
     const writes = agents.flatMap((agentId, a) =>
-      Array.from({ length: WRITES_PER_AGENT }, async (_, w) => {
-        const entries = Array.from({ length: ENTRIES_PER_WRITE }, (_, i) => entry(a, w, i));
-        // Half through the HTTP API's process, half through this one.
-        if (w % 2 === 0) {
-          const res = await http('POST', `/v1/agents/${agentId}/memories`, { entries });
-          if (res.status !== 200)
-            throw new Error(`write answered ${res.status}: ${JSON.stringify(res.body)}`);
-          record(
-            agentId,
-            (res.body as { entries: { id: string }[] }).entries.map((e) => e.id),
-          );
-        } else {
-          const res = await env.client.write({ agentId, entries });
-          record(
-            agentId,
-            res.entries.map((e) => e.id),
-          );
-        }
-      }),
+      Array.from({ length: WRITES_PER_AGENT }, (_, w) =>
+        retried(async () => {
+          const entries = Array.from({ length: ENTRIES_PER_WRITE }, (_, i) => entry(a, w, i));
+          // Half through the HTTP API's process, half through this one.
+          if (w % 2 === 0) {
+            const res = await http('POST', `/v1/agents/${agentId}/memories`, { entries });
+            if (res.status !== 200)
+              throw new Error(`write answered ${res.status}: ${JSON.stringify(res.body)}`);
+            record(
+              agentId,
+              (res.body as { entries: { id: string }[] }).entries.map((e) => e.id),
+            );
+          } else {
+            const res = await env.client.write({ agentId, entries });
+            record(
+              agentId,
+              res.entries.map((e) => e.id),
+            );
+          }
+        }),
+      ),
     );
     const recalls = (query: string) =>
       agents.flatMap((agentId, a) =>
-        Array.from({ length: RECALLS_PER_AGENT }, async (_, r) => {
-          const q = `${query} depot ${a} pallets part ${r}`;
-          if (r % 2 === 0) {
-            const res = await http('POST', `/v1/agents/${agentId}/recall`, {
-              query: q,
-              k: 10,
-              deep: r === 2,
-            });
-            if (res.status !== 200)
-              throw new Error(`recall answered ${res.status}: ${JSON.stringify(res.body)}`);
-          } else await env.client.recall({ agentId, query: q, k: 10 });
-        }),
+        Array.from({ length: RECALLS_PER_AGENT }, (_, r) =>
+          retried(async () => {
+            const q = `${query} depot ${a} pallets part ${r}`;
+            if (r % 2 === 0) {
+              const res = await http('POST', `/v1/agents/${agentId}/recall`, {
+                query: q,
+                k: 10,
+                deep: r === 2,
+              });
+              if (res.status !== 200)
+                throw new Error(`recall answered ${res.status}: ${JSON.stringify(res.body)}`);
+            } else await env.client.recall({ agentId, query: q, k: 10 });
+          }),
+        ),
       );
 
     const first = await allWithin([...writes, ...recalls('shipment')]);
@@ -129,9 +169,9 @@ describe('the store under many processes at once (docs/invariants.md, No store w
     // Every agent's night at once, in both workers, while writes and recalls go on.
     const asOf = Date.now();
     const second = await allWithin<unknown>([
-      ...agents.map((agentId) => env.client.consolidate({ agentId, asOf })),
+      ...agents.map((agentId) => retried(() => env.client.consolidate({ agentId, asOf }))),
       ...agents.map((agentId, a) =>
-        env.client.write({ agentId, entries: [entry(a, WRITES_PER_AGENT, 0)] }).then((res) =>
+        retried(() => env.client.write({ agentId, entries: [entry(a, WRITES_PER_AGENT, 0)] })).then((res) =>
           record(
             agentId,
             res.entries.map((e) => e.id),
@@ -141,6 +181,7 @@ describe('the store under many processes at once (docs/invariants.md, No store w
       ...recalls('dock'),
     ]);
     expect(second.filter((r) => r.status === 'rejected')).toEqual([]);
+    if (refusals.length > 0) console.info(`${refusals.length} calls refused as busy and tried again`);
 
     // Nothing acknowledged is lost, and every store agrees with itself.
     for (const agentId of agents) {
