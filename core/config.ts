@@ -498,6 +498,13 @@ export const CONFIG_SPECS = {
     default: 'true',
     doc: "send `input_type` (query or passage) with each request, as the local server (which adds e5's prefixes itself) expects; false for OpenAI's own API",
   }),
+  embeddingsInFlight: spec({
+    env: 'MEMGATE_EMBEDDINGS_IN_FLIGHT',
+    schema: count.max(1_000),
+    allowed: 'a positive integer of at most 1000',
+    default: '4',
+    doc: "requests of passages (writes' and nights' embeddings) one process has in flight at the embeddings endpoint at once; the rest wait in the process, so a request's timeout counts the endpoint's time, not its queue's. A query's embedding never waits behind them",
+  }),
   embeddingsPort: spec({
     env: 'MEMGATE_EMBEDDINGS_PORT',
     schema: port,

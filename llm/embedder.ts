@@ -1,5 +1,6 @@
 import { vectorDefect } from '../core/vectorDefects';
 import OpenAI from 'openai';
+import { Admission, AdmissionTimeout } from '../core/admission';
 import { ModelError } from '../core/errors';
 import { modelError } from './openai';
 
@@ -18,6 +19,8 @@ export interface EmbedderSettings {
   /** Send `input_type` (query or passage); OpenAI's own API rejects the field. */
   sendInputType: boolean;
   timeoutMs: number;
+  /** Requests of passages this process has in flight at the endpoint at once (`passageSlots`). */
+  passagesInFlight: number;
 }
 
 export type EmbeddingUse = 'query' | 'passage';
@@ -44,9 +47,50 @@ export function normalised(v: ArrayLike<number>): Float32Array {
   return out;
 }
 
+/**
+ * Passages wait their turn in the process, not at the endpoint. Sent all at once (every
+ * write's embedding and every night's embed phase of a worker), they queue at a server that
+ * is busy, each times out there while it waits, and the server still embeds what nobody reads
+ * any more: the more is sent, the less is done. Held here, a request's timeout counts the
+ * endpoint's own time. Queries (one text, a recall waiting) go straight out. One budget per
+ * endpoint for the whole process, whichever embedder spends it.
+ */
+const passageSlots = new Map<string, Admission>();
+
+/** The longest a batch of passages waits for its turn before it fails, retryable. */
+const PASSAGE_WAIT_MS = 10 * 60_000;
+
+function slotsFor(s: EmbedderSettings): Admission {
+  let slots = passageSlots.get(s.baseURL);
+  if (!slots || slots.capacity !== s.passagesInFlight) {
+    slots = new Admission(s.passagesInFlight);
+    passageSlots.set(s.baseURL, slots);
+  }
+  return slots;
+}
+
 export function openAIEmbedder(s: EmbedderSettings): Embedder {
   // Retries belong to the caller's policy (a Temporal activity, the recall path's fallback).
   const client = new OpenAI({ baseURL: s.baseURL, apiKey: s.apiKey, timeout: s.timeoutMs, maxRetries: 0 });
+  const slots = slotsFor(s);
+  const send = async (body: OpenAI.Embeddings.EmbeddingCreateParams, use: EmbeddingUse) => {
+    if (use === 'query') return client.embeddings.create(body);
+    let release: () => void;
+    try {
+      release = await slots.acquire(1, Date.now() + PASSAGE_WAIT_MS);
+    } catch (err) {
+      if (!(err instanceof AdmissionTimeout)) throw err;
+      throw new ModelError(
+        `no turn at the embeddings endpoint within ${err.waitedMs} ms: ${s.passagesInFlight} requests of this process were in flight all along`,
+        true,
+      );
+    }
+    try {
+      return await client.embeddings.create(body);
+    } finally {
+      release();
+    }
+  };
   return {
     model: s.model,
     dimensions: s.dimensions,
@@ -62,7 +106,7 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
             input,
           };
           if (s.sendInputType) body.input_type = use;
-          data = (await client.embeddings.create(body)).data;
+          data = (await send(body, use)).data;
         } catch (err) {
           throw modelError(err);
         }

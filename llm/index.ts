@@ -86,6 +86,7 @@ export function createEmbedder(
     | 'embeddingsPassagePrefix'
     | 'embeddingsInputType'
     | 'openaiTimeoutMs'
+    | 'embeddingsInFlight'
   >,
   baseURL: string,
 ): Embedder {
@@ -99,5 +100,6 @@ export function createEmbedder(
     passagePrefix: config.embeddingsPassagePrefix,
     sendInputType: config.embeddingsInputType,
     timeoutMs: config.openaiTimeoutMs,
+    passagesInFlight: config.embeddingsInFlight,
   });
 }

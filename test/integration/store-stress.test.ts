@@ -77,18 +77,20 @@ function refusedAsBusy(err: unknown): boolean {
 const refusals: string[] = [];
 
 /**
- * `call`, tried again a second after each `StackUnavailable`; any other failure is final.
- * Writes carry idempotency keys, so a write tried again cannot land twice.
+ * `call`, tried again after each `StackUnavailable`, backing off as a client should (1, 2, 4,
+ * up to 16 s, jittered: callers that all retry at once keep a busy store busy); any other
+ * failure is final. Writes carry idempotency keys, so a write tried again cannot land twice.
  */
 async function retried<T>(call: () => Promise<T>): Promise<T> {
   const giveUpAt = Date.now() + WEDGED_AFTER_MS;
-  for (;;) {
+  for (let attempt = 0; ; attempt++) {
     try {
       return await call();
     } catch (err) {
       if (!refusedAsBusy(err) || Date.now() > giveUpAt) throw err;
       refusals.push((err as Error).message);
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      const backoff = Math.min(16_000, 1_000 * 2 ** attempt);
+      await new Promise((resolve) => setTimeout(resolve, backoff / 2 + Math.random() * (backoff / 2)));
     }
   }
 }
