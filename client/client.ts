@@ -24,7 +24,7 @@ import { storeLimitsOf } from '../store/guard';
 import { openStore, type Store } from '../store/db';
 import { adoptPolicy } from '../store/policy';
 import { policyOf, writeLimitsOf, type Policy } from '../core/policy';
-import { recall, type RecallResult, type SemanticQuery } from '../store/recall';
+import { assertAsOfKept, recall, type RecallResult, type SemanticQuery } from '../store/recall';
 import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
 import { createEmbedder, type EmbeddingsEndpoint } from '../llm';
 import type { Embedder } from '../llm/embedder';
@@ -225,10 +225,14 @@ export class MemgateClient {
    * (an endpoint that fails does not fail the recall: the words still find what they find).
    */
   async recall(request: RecallRequestInput): Promise<RecallResult> {
-    const checked = parseRecallRequest(request, Date.now());
-    // Not awaited here: recall reads the words while the query embeds.
-    const semantic = this.semanticQuery(checked);
-    return typed(() => recall(this.store, checked, this.memory, semantic));
+    const now = Date.now();
+    const checked = parseRecallRequest(request, now);
+    return typed(async () => {
+      await assertAsOfKept(this.store, checked, this.policy.queryLogRetentionDays, now);
+      // Not awaited here: recall reads the words while the query embeds.
+      const semantic = this.semanticQuery(checked);
+      return recall(this.store, checked, this.memory, semantic);
+    });
   }
 
   /**

@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { assertNotAhead } from './clock';
 import { agentIdSchema, epochMs, isExpired, zodIssues, type Entry, type Tier } from './entry';
 import { InvalidInputError } from './errors';
-import { salienceAt, type Salience } from './salience';
+import { DAY_MS, dayOf, salienceAt, type Salience } from './salience';
 import { termSequence, terms } from './text';
 import { fuseScores, type Background, type FoundBy } from './hybrid';
 
@@ -34,6 +34,27 @@ export function parseRecallRequest(input: unknown, now: number): RecallRequest {
   if (!parsed.success) throw new InvalidInputError('invalid recall', zodIssues(parsed.error));
   if (parsed.data.asOf !== undefined) assertNotAhead(parsed.data.asOf, now, 'asOf', 'recall');
   return parsed.data;
+}
+
+/**
+ * The oldest `asOf` a recall may take once the agent has had a night at `lastNightAsOf`: the
+ * first day that night kept of the query log. A recall is logged at its `asOf`, and a record
+ * older than that would be past the retention the day it is written. The agent's nights are
+ * its clock, not this process's: a simulated or replayed timeline runs on `asOf` throughout.
+ */
+export function oldestKeptAsOf(lastNightAsOf: number, queryLogRetentionDays: number): number {
+  return (dayOf(lastNightAsOf) - queryLogRetentionDays) * DAY_MS;
+}
+
+/** InvalidInputError when `asOf` is older than the query log keeps (`oldestKeptAsOf`). */
+export function assertKeptByQueryLog(asOf: number, oldest: number, queryLogRetentionDays: number): void {
+  if (asOf >= oldest) return;
+  throw new InvalidInputError('invalid recall', [
+    {
+      path: 'asOf',
+      message: `${new Date(asOf).toISOString()} is older than the query log keeps: the agent's last night kept recalls from ${new Date(oldest).toISOString()} (MEMGATE_QUERY_LOG_RETENTION_DAYS = ${queryLogRetentionDays})`,
+    },
+  ]);
 }
 
 export interface RecallHit {

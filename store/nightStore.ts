@@ -171,7 +171,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       for (const step of steps.filter((s) => s.tier === 'cold')) await rehydrateEntry(store, run, step);
     },
     dropLiveKeys: (since) => dropLiveKeys(store, run, since),
-    dropQueries: (from, to) => dropQueries(store, run, from, to),
+    dropQueries: (before) => dropQueries(store, run, before),
     summariesOf: (sourceId) => summariesDerivedFrom(store, agentId, sourceId),
     async writeSummary(summary: Entry, sources) {
       const { erasedSource } = await writeSummary(store, run, summary, sources);

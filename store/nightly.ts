@@ -424,8 +424,8 @@ export async function dropLiveKeys(store: Store, ctx: RunContext, since: number 
 }
 
 /** The agent's recalls logged on the days `[from, to)` leave the query log, a day at a time (the indexed `{agentId, day}`). */
-export async function dropQueries(store: Store, ctx: RunContext, from: number, to: number): Promise<void> {
-  for (let day = from; day < to; day++) await store.queries.deleteMany({ agentId: ctx.agentId, day });
+export async function dropQueries(store: Store, ctx: RunContext, before: number): Promise<void> {
+  await store.queries.deleteMany({ agentId: ctx.agentId, day: { $lt: before } });
 }
 
 // Reclaim -------------------------------------------------------------------------------

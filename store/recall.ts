@@ -2,8 +2,10 @@ import { randomUUID } from 'node:crypto';
 import type { MemoryPolicy } from '../core/entry';
 import { backgroundOf, foundByMeaning, semanticDepth, semanticShare, type Background } from '../core/hybrid';
 import {
+  assertKeptByQueryLog,
   couldEnterTopK,
   inDefaultRecall,
+  oldestKeptAsOf,
   POSTINGS_BUDGET,
   rankCandidates,
   rankHybrid,
@@ -18,9 +20,9 @@ import { terms } from '../core/text';
 import type { Store, Tombstone } from './db';
 import { findCandidates, logQuery } from './entries';
 import { termKey } from './terms';
-import { findById, locateEntry } from './nightly';
+import { findById, locateEntry, previousRunAsOf } from './nightly';
 import type { Neighbour, SemanticSearch, VectorIndexes } from './vectorIndexes';
-import { salienceAt } from '../core/salience';
+import { DAY_MS, salienceAt } from '../core/salience';
 
 export interface MissingEvidence {
   tombstoneId: string;
@@ -262,6 +264,27 @@ function cosine(a: Float32Array, b: Float32Array): number {
   let s = 0;
   for (let i = 0; i < a.length; i++) s += a[i]! * b[i]!;
   return s;
+}
+
+/**
+ * A recall whose `asOf` is older than the agent's query log keeps is refused before anything
+ * is read or logged (core/recall.ts `oldestKeptAsOf`). One within the retention of this
+ * process's clock is kept by every night not ahead of it, so only a recall further back
+ * reads when the agent's last night ran.
+ */
+export async function assertAsOfKept(
+  store: Store,
+  req: RecallRequest,
+  queryLogRetentionDays: number,
+  now: number,
+): Promise<void> {
+  if (req.asOf === undefined || req.asOf >= now - queryLogRetentionDays * DAY_MS) return;
+  const lastNight = await previousRunAsOf(store, Number.MAX_SAFE_INTEGER, {
+    kind: 'agent',
+    agentId: req.agentId,
+  });
+  if (lastNight === undefined) return;
+  assertKeptByQueryLog(req.asOf, oldestKeptAsOf(lastNight, queryLogRetentionDays), queryLogRetentionDays);
 }
 
 /**

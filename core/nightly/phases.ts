@@ -111,8 +111,8 @@ export interface NightStore {
   refresh(steps: readonly (RefreshStep & { version: number; terms: string[] })[]): Promise<void>;
   /** Hot entries that went dormant since `since` leave default recall's postings (MongoDB's only). */
   dropLiveKeys(since: number | undefined): Promise<void>;
-  /** Recalls logged on the days `[from, to)` leave the query log. */
-  dropQueries(from: number, to: number): Promise<void>;
+  /** Recalls logged on days before `before` leave the query log. */
+  dropQueries(before: number): Promise<void>;
   /**
    * Stores the summary unless either tier holds it already, and links each source to the
    * summary as stored, lossless when the stored text keeps all of the source's facts: a
@@ -297,12 +297,9 @@ export async function refreshPhase(
   }
   // After the refreshes, which kept what they raised above the gate.
   await night.dropLiveKeys(since);
-  // Read above; what is past the retention goes now (a later run reads only what is newer),
-  // from where the previous run cut.
-  const cut = dayOf(run.asOf) - policy.queryLogRetentionDays;
-  const from =
-    since === undefined ? cut - FIRST_NIGHT_LOOKBACK_DAYS : dayOf(since) - policy.queryLogRetentionDays;
-  await night.dropQueries(from, cut);
+  // Read above; everything past the retention goes now, however old its day: a recall may
+  // have been logged at an `asOf` before any night looked.
+  await night.dropQueries(dayOf(run.asOf) - policy.queryLogRetentionDays);
   return {
     refreshed: await night.counted('refresh'),
     rehydrated: await night.counted('rehydrate'),

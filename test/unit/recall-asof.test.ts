@@ -1,7 +1,14 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MAX_CLOCK_SKEW_MS } from '../../core/clock';
 import { InvalidInputError } from '../../core/errors';
-import { parseRecallRequest, recallRequestSchema } from '../../core/recall';
+import {
+  assertKeptByQueryLog,
+  oldestKeptAsOf,
+  parseRecallRequest,
+  recallRequestSchema,
+} from '../../core/recall';
+import { DAY_MS, dayOf } from '../../core/salience';
 
 /** A recall is logged at its `asOf`: bounded as a write's time is (not past the clock by more than the skew allowed). */
 const now = Date.UTC(2026, 5, 1, 12);
@@ -34,5 +41,38 @@ describe('a recall’s asOf', () => {
 
   it('is an instant a Date can hold in the schema HTTP and MCP validate with', () => {
     expect(recallRequestSchema.safeParse(recallAt(8.64e15 + 1)).success).toBe(false);
+  });
+});
+
+describe('the oldest asOf the query log keeps', () => {
+  const instant = fc.integer({ min: 0, max: Date.UTC(2200, 0, 1) });
+  const retention = fc.integer({ min: 1, max: 3_650 });
+
+  it('takes exactly the recalls whose day the agent’s last night kept', () => {
+    fc.assert(
+      fc.property(instant, instant, retention, (lastNight, asOf, days) => {
+        const oldest = oldestKeptAsOf(lastNight, days);
+        // The night dropped every day before its day less the retention (core/nightly/phases.ts).
+        const keptByNight = dayOf(asOf) >= dayOf(lastNight) - days;
+        expect(asOf >= oldest).toBe(keptByNight);
+        if (keptByNight) expect(() => assertKeptByQueryLog(asOf, oldest, days)).not.toThrow();
+        else {
+          expect(() => assertKeptByQueryLog(asOf, oldest, days)).toThrow(
+            expect.objectContaining({
+              type: 'InvalidInput',
+              issues: [expect.objectContaining({ path: 'asOf' })],
+            }),
+          );
+        }
+      }),
+    );
+  });
+
+  it('is no later than the retention before the night', () => {
+    fc.assert(
+      fc.property(instant, retention, (lastNight, days) => {
+        expect(oldestKeptAsOf(lastNight, days)).toBeLessThanOrEqual(lastNight - days * DAY_MS);
+      }),
+    );
   });
 });
