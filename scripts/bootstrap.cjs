@@ -107,5 +107,23 @@ function main() {
   process.exit(run(...commands[task]));
 }
 
-module.exports = { distIsCurrent };
+/**
+ * The CLI from its TypeScript sources, in a child process started with `--import tsx`: tsx's
+ * hooks for `require` alone (`tsx/cjs`) leave the CLI's lazy `import()`s of its heaviest
+ * modules (the worker) to Node's own resolver, which does not find a `.ts` file. Signals go to
+ * the child, which shuts down cleanly; resolves with its exit code.
+ */
+function runCliFromSources(args) {
+  const { spawn } = require('node:child_process');
+  const { pathToFileURL } = require('node:url');
+  const cli = join(root, 'client', 'cli.ts');
+  // By path: the command may run from any directory.
+  const tsx = pathToFileURL(require.resolve('tsx', { paths: [root] })).href;
+  const code = `require(${JSON.stringify(cli)}).main([process.argv[0], 'memgate', ...process.argv.slice(1)]).then((c) => process.exit(c))`;
+  const child = spawn(process.execPath, ['--import', tsx, '-e', code, '--', ...args], { stdio: 'inherit' });
+  for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
+  return new Promise((resolve) => child.on('exit', (status, signal) => resolve(status ?? (signal ? 1 : 0))));
+}
+
+module.exports = { distIsCurrent, runCliFromSources };
 if (require.main === module) main();
