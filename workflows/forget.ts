@@ -12,8 +12,9 @@ const { forgetTombstone, forgetDerived, forgetEntry, currentPolicy } = proxyActi
   retry: RETRY,
 });
 
+/** `@` is in neither an agent's nor an entry's ids (core/entry.ts, core/messages.ts): one id per pair. */
 export function forgetWorkflowId(agentId: string, entryId: string): string {
-  return `memgate-forget-${agentId}-${entryId}`;
+  return `memgate-forget-${agentId}@${entryId}`;
 }
 
 /**

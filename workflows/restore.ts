@@ -11,8 +11,9 @@ const { restoreEntry } = proxyActivities<RestoreActivities>({
   retry: RETRY,
 });
 
+/** `@` is in neither an agent's nor an entry's ids (core/entry.ts, core/messages.ts): one id per pair. */
 export function restoreWorkflowId(agentId: string, entryId: string): string {
-  return `memgate-restore-${agentId}-${entryId}`;
+  return `memgate-restore-${agentId}@${entryId}`;
 }
 
 /** `memgate restore`: reverse a supersession (or renew an expired fact), with a ledger record. */
