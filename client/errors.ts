@@ -14,13 +14,38 @@ import {
   ConflictError,
   MemgateError,
   EvictionBoundaryError,
+  InvalidConfigError,
   InvalidInputError,
   ModelError,
   NotFoundError,
+  ForbiddenError,
   StackUnavailableError,
+  UnauthenticatedError,
   type Issue,
+  type MemgateErrorType,
 } from '../core/errors';
 import { RehydrationBlocked, type Refusal } from '../core/window/blocked';
+
+/**
+ * How each MemgateError `type` is rebuilt from the ApplicationFailure it travelled as: a record
+ * over the closed list, so a type added to it does not compile until it comes back as itself
+ * (an unknown one would reach the caller as StackUnavailable, which says to retry).
+ */
+const REBUILT: Readonly<
+  Record<MemgateErrorType, (failure: ApplicationFailure, details: Record<string, unknown>) => MemgateError>
+> = {
+  InvalidInput: (f, d) => new InvalidInputError(stripIssues(f.message), (d.issues as Issue[]) ?? []),
+  // A worker's configuration refused: no retry mends it.
+  InvalidConfig: (_, d) => new InvalidConfigError(String(d.variable), String(d.allowed), d.received),
+  EvictionBoundaryError: (f, d) => new EvictionBoundaryError(f.message, d),
+  RehydrationBlocked: (_, d) => new RehydrationBlocked(d as unknown as Refusal),
+  NotFound: (f, d) => new NotFoundError(f.message, d),
+  Conflict: (f, d) => new ConflictError(f.message, d),
+  ModelError: (f, d) => new ModelError(f.message, !f.nonRetryable, d),
+  StackUnavailable: (f, d) => new StackUnavailableError(f.message, d),
+  Unauthenticated: (f, d) => new UnauthenticatedError(f.message, d),
+  Forbidden: (f, d) => new ForbiddenError(f.message, d),
+};
 
 /**
  * Turn a failed Temporal call back into the MemgateError class it started as, by the
@@ -28,26 +53,11 @@ import { RehydrationBlocked, type Refusal } from '../core/window/blocked';
  */
 export function fromTemporalFailure(err: unknown): unknown {
   const failure = err instanceof WorkflowUpdateFailedError ? err.cause : err;
-  if (!(failure instanceof ApplicationFailure)) return err;
-  const details = (failure.details?.[0] ?? {}) as Record<string, unknown>;
-  switch (failure.type) {
-    case 'InvalidInput':
-      return new InvalidInputError(stripIssues(failure.message), (details.issues as Issue[]) ?? []);
-    case 'EvictionBoundaryError':
-      return new EvictionBoundaryError(failure.message, details);
-    case 'RehydrationBlocked':
-      return new RehydrationBlocked(details as unknown as Refusal);
-    case 'NotFound':
-      return new NotFoundError(failure.message, details);
-    case 'Conflict':
-      return new ConflictError(failure.message, details);
-    case 'ModelError':
-      return new ModelError(failure.message, !failure.nonRetryable, details);
-    case 'StackUnavailable':
-      return new StackUnavailableError(failure.message, details);
-    default:
-      return err;
+  if (!(failure instanceof ApplicationFailure) || !failure.type || !Object.hasOwn(REBUILT, failure.type)) {
+    return err;
   }
+  const details = (failure.details?.[0] ?? {}) as Record<string, unknown>;
+  return REBUILT[failure.type as MemgateErrorType](failure, details);
 }
 
 /** InvalidInputError re-appends its issues to the message; keep only the lead. */
