@@ -44,6 +44,20 @@ export const API_VERSION = '1.0.0';
 const BODY_LIMIT = 2 * MAX_WRITE_BYTES;
 
 /**
+ * What a connection may hold of the server. A parameter longer than any id memgate takes
+ * still reaches its route, whose schema refuses it in memgate's error format (Fastify's own
+ * limit, 100, is below the 128 an agent id may have, and answers 414 in its own). A request
+ * still arriving after `requestTimeout` (headers and body trickled in a byte at a time) is
+ * cut off, as is a connection idle for `keepAliveTimeout` between requests.
+ */
+const SERVER_LIMITS = {
+  bodyLimit: BODY_LIMIT,
+  maxParamLength: 1024,
+  requestTimeout: 30_000,
+  keepAliveTimeout: 10_000,
+} as const;
+
+/**
  * The HTTP API as a Fastify app, over a connected MemgateClient and WindowClient. Not yet
  * listening: the caller may register more (another mount such as `/mcp`) before `listen`.
  */
@@ -51,8 +65,8 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
   // Over TLS the server is an https.Server; the routes and hooks are the same either way.
   const app = (
     options.https
-      ? Fastify({ logger: false, bodyLimit: BODY_LIMIT, https: options.https })
-      : Fastify({ logger: false, bodyLimit: BODY_LIMIT })
+      ? Fastify({ logger: false, ...SERVER_LIMITS, https: options.https })
+      : Fastify({ logger: false, ...SERVER_LIMITS })
   ) as FastifyInstance;
 
   // An empty JSON body reads as no body, so a route whose body is optional takes it.

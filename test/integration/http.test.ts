@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { connect } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverDeps, startHttpServer, type RunningServer } from '../../client/commands/serve';
@@ -57,6 +58,24 @@ describe('the HTTP API over a listening socket', () => {
   afterAll(async () => {
     await server?.close();
   });
+
+  it('cuts off a request that trickles in, rather than holding its connection for good', async () => {
+    const { hostname, port } = new URL(server.url);
+    const socket = connect(Number(port), hostname);
+    await new Promise((resolve) => socket.once('connect', resolve));
+    // Headers that never end: one byte at a time, slower than any client sends.
+    socket.write('POST /v1/agents/slow/recall HTTP/1.1\r\nHost: x\r\n');
+    const drip = setInterval(() => socket.write('X'), 1_000);
+    const answer: string[] = [];
+    socket.on('data', (d: Buffer) => answer.push(d.toString()));
+    try {
+      await new Promise((resolve) => socket.once('close', resolve));
+    } finally {
+      clearInterval(drip);
+    }
+    // Node answers 408 Request Timeout as it closes.
+    expect(answer.join('')).toMatch(/^HTTP\/1\.1 408/);
+  }, 120_000);
 
   it('writes then recalls, as the README shows with curl', async () => {
     expect(server.url).toMatch(/^http:\/\/127\.0\.0\.1:\d+$/);
@@ -284,6 +303,23 @@ describe('memories', () => {
     const bad = await call('GET', '/v1/verify?agentId=%24ne');
     expect(bad.status).toBe(400);
     expect(bad.body.error.details.issues).toEqual([{ path: 'agentId', message: expect.any(String) }]);
+  });
+
+  it('takes an agent id as long as the id schema allows, and refuses a longer one as InvalidInput', async () => {
+    // 128 characters: the most an agent id may hold (core/entry.ts).
+    const agentId = env.agent('http-long-id').padEnd(128, 'x');
+    const written = await call('POST', `/v1/agents/${agentId}/memories`, {
+      entries: [{ text: 'The long-id agent ships on Fridays.' }],
+    });
+    expect(written.status).toBe(200);
+    const recalled = await call('POST', `/v1/agents/${agentId}/recall`, { query: 'ships fridays' });
+    expect(recalled.status).toBe(200);
+    expect(recalled.body.hits).toHaveLength(1);
+
+    const tooLong = await call('POST', `/v1/agents/${agentId}y/recall`, { query: 'ships fridays' });
+    expect(tooLong.status).toBe(400);
+    expect(errorSchema.parse(tooLong.body).error.type).toBe('InvalidInput');
+    expect(tooLong.body.error.details.issues).toEqual([{ path: 'agentId', message: expect.any(String) }]);
   });
 });
 
