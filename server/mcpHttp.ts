@@ -8,6 +8,14 @@ import { buildMcpServer } from './mcp';
 
 export const MCP_PATH = '/mcp';
 
+/**
+ * JSON-RPC messages one POST may carry. The server answers a batch's calls one after another
+ * within one request, so a batch multiplies what one request may cost; MCP's own clients
+ * send one message at a time (its 2025-06-18 revision drops batches), and room for an
+ * `initialize` beside a few calls is enough for those that still batch.
+ */
+export const MAX_MCP_BATCH = 8;
+
 export interface McpMountDeps {
   memgate: MemgateClient;
   windows: WindowClient;
@@ -37,6 +45,13 @@ export function mountMcp(app: FastifyInstance, deps: McpMountDeps): void {
     const scope = await authenticated(request);
     if (request.body === undefined)
       return rpcError(reply, 400, 'Parse error: a JSON-RPC message is required');
+    if (Array.isArray(request.body) && request.body.length > MAX_MCP_BATCH) {
+      return rpcError(
+        reply,
+        400,
+        `Invalid Request: a batch of ${request.body.length} messages; at most ${MAX_MCP_BATCH} per POST`,
+      );
+    }
     const server = buildMcpServer({
       memgate: deps.memgate,
       windows: deps.windows,

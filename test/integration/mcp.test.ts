@@ -4,6 +4,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpServer, type RunningServer } from '../../client/commands/serve';
+import { MAX_MCP_BATCH } from '../../server/mcpHttp';
 import { createKey } from '../../store/keys';
 import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
@@ -287,6 +288,31 @@ describe('the MCP endpoint over HTTP', () => {
       expect(res.status).toBe(401);
       expect(await res.json()).toMatchObject({ error: { type: 'Unauthenticated' } });
     }
+  });
+
+  it('refuses a batch of more than MAX_MCP_BATCH messages, and runs none of them', async () => {
+    const agentId = env.agent('mcp-batch');
+    const remember = (id: number) => ({
+      jsonrpc: '2.0',
+      id,
+      method: 'tools/call',
+      params: { name: 'remember', arguments: { agentId, entries: [{ text: `Batch note ${id}.` }] } },
+    });
+    const res = await fetch(`${server.url}/mcp`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+        authorization: `Bearer ${key}`,
+      },
+      body: JSON.stringify(Array.from({ length: MAX_MCP_BATCH + 1 }, (_, i) => remember(i + 1))),
+    });
+    expect(res.status).toBe(400);
+    expect(await res.json()).toMatchObject({
+      jsonrpc: '2.0',
+      error: { message: expect.stringMatching(/^Invalid Request/) },
+    });
+    expect(await env.store.hot.countDocuments({ agentId })).toBe(0);
   });
 
   it('answers GET and DELETE with 405: it keeps no sessions', async () => {
