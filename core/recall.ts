@@ -21,6 +21,17 @@ export const recallRequestSchema = z.strictObject({
   asOf: epochMs.optional(),
 });
 
+/**
+ * The distinct terms of a query that recall reads, ranks and logs: its first 64. Each costs a
+ * read of its document frequency, and the night refreshes by the logged ones; a query of
+ * 4,000 single CJK characters has about 2,000. A question of a paragraph has fewer than 64.
+ */
+export const MAX_QUERY_TERMS = 64;
+
+export function queryTermsOf(query: string): string[] {
+  return terms(query).slice(0, MAX_QUERY_TERMS);
+}
+
 export type RecallRequestInput = z.input<typeof recallRequestSchema>;
 export type RecallRequest = z.output<typeof recallRequestSchema>;
 

@@ -7,6 +7,7 @@ import {
   inDefaultRecall,
   oldestKeptAsOf,
   POSTINGS_BUDGET,
+  queryTermsOf,
   rankCandidates,
   rankHybrid,
   recallHit,
@@ -16,7 +17,6 @@ import {
   type RecallRequest,
   type Scored,
 } from '../core/recall';
-import { terms } from '../core/text';
 import type { Store, Tombstone } from './db';
 import { findCandidates, logQuery } from './entries';
 import { termKey } from './terms';
@@ -300,7 +300,7 @@ export async function recall(
   semantic: Promise<SemanticQuery>,
 ): Promise<RecallResult> {
   const now = req.asOf ?? Date.now();
-  const queryTerms = terms(req.query);
+  const queryTerms = queryTermsOf(req.query);
   let lexicalRead = false;
   const [candidates, stones, arm] = await Promise.all([
     findCandidates(store, { agentId: req.agentId, terms: queryTerms, now, deep: req.deep }).then((found) => {
