@@ -1,4 +1,4 @@
-import type { FastifyRequest, preHandlerAsyncHookHandler } from 'fastify';
+import type { FastifyRequest, onRequestAsyncHookHandler } from 'fastify';
 import { UnauthenticatedError } from '../core/errors';
 import { assertInScope, type KeyScope } from '../core/keys';
 
@@ -19,9 +19,10 @@ export function bearerKey(header: string | undefined): string {
 /**
  * Every operation needs a live key, and the key must cover what the call names: the agent in
  * the path or query (none: every agent, which needs `*`), or the window session in the path.
- * Runs before the handler, so an out-of-scope call reads and changes nothing.
+ * Runs before the body is read and before the handler, so an out-of-scope call reads and
+ * changes nothing.
  */
-export function requireKey(authenticate: (key: string) => Promise<KeyScope>): preHandlerAsyncHookHandler {
+export function requireKey(authenticate: (key: string) => Promise<KeyScope>): onRequestAsyncHookHandler {
   return async (request: FastifyRequest) => {
     const scope = await authenticate(bearerKey(request.headers.authorization));
     request.keyScope = scope;

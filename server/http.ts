@@ -1,5 +1,5 @@
 import cors from '@fastify/cors';
-import Fastify, { type FastifyInstance, type FastifyRequest, type preHandlerAsyncHookHandler } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyRequest, type onRequestAsyncHookHandler } from 'fastify';
 import { MAX_WRITE_BYTES } from '../core/entry';
 import { routeNotFound, toHttpError } from './errors';
 import { OPENAPI_PATH, openApiDocument } from './openapi';
@@ -9,11 +9,12 @@ export type { ServerDeps } from './routes';
 
 export interface ServerOptions {
   /**
-   * Runs before every operation's handler, not before health, readiness or the document: the
-   * place for authentication. `request.routeOptions.config.operationId` names the operation;
-   * a thrown MemgateError answers with its status.
+   * Authentication: runs for every operation, not for health, readiness or the document, once
+   * the route is known and before the body is read, so a caller without a key costs no body
+   * parsing. `request.routeOptions.config.operationId` names the operation; a thrown
+   * MemgateError answers with its status.
    */
-  preHandler?: preHandlerAsyncHookHandler;
+  authenticate?: onRequestAsyncHookHandler;
   /** Told of every failure answered with a 5xx (the caller sees only its type and message). */
   onServerError?: (err: unknown, request: FastifyRequest) => void;
   /** Serve over TLS with this certificate (chain) and key, PEM. */
@@ -120,7 +121,7 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
       config: { operationId: r.operationId },
       // A streamed answer has no length to give a HEAD request before it is read.
       ...(r.produces && { exposeHeadRoute: false }),
-      ...(!r.open && options.preHandler && { preHandler: options.preHandler }),
+      ...(!r.open && options.authenticate && { onRequest: options.authenticate }),
       handler: async (request, reply) => {
         const input = {
           ...parseRequest(r, request),
@@ -132,7 +133,7 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
     });
   }
 
-  const document = openApiDocument(routes, API_VERSION, { keys: options.preHandler !== undefined });
+  const document = openApiDocument(routes, API_VERSION, { keys: options.authenticate !== undefined });
   app.get(OPENAPI_PATH, { config: { operationId: 'openapi' } }, async () => document);
   return app;
 }

@@ -41,8 +41,12 @@ export function mountMcp(app: FastifyInstance, deps: McpMountDeps): void {
   const authenticated = async (request: FastifyRequest): Promise<KeyScope> =>
     deps.authenticate(bearerKey(request.headers.authorization));
 
-  app.post(MCP_PATH, { config: { operationId: 'mcp' } }, async (request, reply) => {
-    const scope = await authenticated(request);
+  // Authenticated before the body is read: a caller without a key costs no parsing.
+  const onRequest = async (request: FastifyRequest) => {
+    request.keyScope = await authenticated(request);
+  };
+  app.post(MCP_PATH, { config: { operationId: 'mcp' }, onRequest }, async (request, reply) => {
+    const scope = request.keyScope!;
     if (request.body === undefined)
       return rpcError(reply, 400, 'Parse error: a JSON-RPC message is required');
     if (Array.isArray(request.body) && request.body.length > MAX_MCP_BATCH) {

@@ -94,7 +94,7 @@ export async function startHttpServer(
   const app = buildHttpServer(deps, {
     ...(https && { https }),
     // Every operation needs a live API key covering what it names (`memgate keys create`).
-    preHandler: requireKey((key) => client.authenticate(key)),
+    authenticate: requireKey((key) => client.authenticate(key)),
     onServerError: (err, request) => console.error(`${request.method} ${request.url} failed:`, err),
     onAnswered: await answeredMetrics(c),
     codecOrigins: [

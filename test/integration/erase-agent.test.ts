@@ -37,7 +37,7 @@ beforeAll(async () => {
   env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '10', MEMGATE_LOW_WATERMARK: '0.8' });
   windows = new WindowClient(env.client.temporal, env.config);
   app = buildHttpServer(serverDeps(env.client, env.config), {
-    preHandler: requireKey((key) => env.client.authenticate(key)),
+    authenticate: requireKey((key) => env.client.authenticate(key)),
   });
   await app.ready();
 });

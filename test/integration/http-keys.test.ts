@@ -24,7 +24,7 @@ let entryB: string;
 beforeAll(async () => {
   env = await startTestEnv();
   app = buildHttpServer(serverDeps(env.client, env.config), {
-    preHandler: requireKey((key) => env.client.authenticate(key)),
+    authenticate: requireKey((key) => env.client.authenticate(key)),
   });
   await app.ready();
   agentA = env.agent('tenant-a');

@@ -7,6 +7,7 @@ import {
   ModelError,
   NotFoundError,
   StackUnavailableError,
+  UnauthenticatedError,
   type MemgateError,
 } from '../../core/errors';
 import { policyOf } from '../../core/policy';
@@ -135,7 +136,7 @@ describe('the per-request hook (where authentication goes)', () => {
         probes: {},
       } as unknown as ServerDeps,
       {
-        preHandler: async (request) => {
+        authenticate: async (request) => {
           seen.push(request.routeOptions.config.operationId ?? '?');
           throw new ConflictError('refused by the hook');
         },
@@ -147,5 +148,29 @@ describe('the per-request hook (where authentication goes)', () => {
     expect(res.statusCode).toBe(409);
     expect(res.json().error).toMatchObject({ type: 'Conflict', message: 'refused by the hook' });
     expect(seen).toEqual(['verify']);
+  });
+
+  it('authenticates before it reads a body: without a key, a body that is not JSON is 401, not 400', async () => {
+    const app = buildHttpServer(
+      {
+        memgate: { policy: policyOf(parseConfig({})) },
+        windows: {},
+        impossible: () => Promise.reject(new Error('unused')),
+        probes: {},
+      } as unknown as ServerDeps,
+      {
+        authenticate: async () => {
+          throw new UnauthenticatedError('an API key is required: Authorization: Bearer <key>');
+        },
+      },
+    );
+    const res = await app.inject({
+      method: 'POST',
+      url: '/v1/agents/a1/memories',
+      headers: { 'content-type': 'application/json' },
+      payload: '{"entries": [ not json',
+    });
+    expect(res.statusCode).toBe(401);
+    expect(res.json().error.type).toBe('Unauthenticated');
   });
 });
