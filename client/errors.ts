@@ -19,6 +19,7 @@ import {
   ModelError,
   NotFoundError,
   ForbiddenError,
+  RateLimitedError,
   StackUnavailableError,
   UnauthenticatedError,
   type Issue,
@@ -45,6 +46,7 @@ const REBUILT: Readonly<
   StackUnavailable: (f, d) => new StackUnavailableError(f.message, d),
   Unauthenticated: (f, d) => new UnauthenticatedError(f.message, d),
   Forbidden: (f, d) => new ForbiddenError(f.message, d),
+  RateLimited: (f, d) => new RateLimitedError(f.message, d),
 };
 
 /**

@@ -214,6 +214,13 @@ export const CONFIG_SPECS = {
     allowed: 'an API key from `memgate keys create`',
     doc: 'the API key `memgate mcp` acts with (required there): its scope bounds every tool call',
   }),
+  httpRateLimit: spec({
+    env: 'MEMGATE_HTTP_RATE_LIMIT',
+    schema: count.max(1_000_000),
+    allowed: 'a positive integer of at most 1000000',
+    default: '1200',
+    doc: 'requests a minute one API key (or, without one, one address) may make of one `memgate serve` (HTTP and MCP); past it a call is 429 RateLimited with Retry-After, before anything is read, so one caller cannot slow the others. Each serve process counts its own',
+  }),
   httpHost: spec({
     env: 'MEMGATE_HTTP_HOST',
     schema: text,

@@ -26,7 +26,8 @@ export type MemgateErrorType =
   | 'StackUnavailable'
   | 'ModelError'
   | 'Unauthenticated'
-  | 'Forbidden';
+  | 'Forbidden'
+  | 'RateLimited';
 
 export interface Issue {
   /** Dotted path of the offending field, e.g. `entries.2.salience`. */
@@ -108,4 +109,13 @@ export class UnauthenticatedError extends MemgateError {
 /** A call whose key does not cover the agent (or session) it names; nothing was read or changed. */
 export class ForbiddenError extends MemgateError {
   readonly type = 'Forbidden' as const;
+}
+
+/**
+ * A call over its key's share of a server (MEMGATE_HTTP_RATE_LIMIT): refused before anything
+ * was read, so one caller cannot slow the others. `details.retryAfterMs` says when to try again.
+ */
+export class RateLimitedError extends MemgateError {
+  readonly type = 'RateLimited' as const;
+  override readonly retryable = true;
 }

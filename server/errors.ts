@@ -22,6 +22,7 @@ export const STATUS_BY_TYPE: Readonly<Record<HttpErrorType, number>> = {
   EvictionBoundaryError: 422,
   ModelError: 502,
   StackUnavailable: 503,
+  RateLimited: 429,
   Internal: 500,
 };
 

@@ -1,6 +1,8 @@
 import cors from '@fastify/cors';
+import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance, type FastifyRequest, type onRequestAsyncHookHandler } from 'fastify';
 import { MAX_WRITE_BYTES } from '../core/entry';
+import { RateLimitedError } from '../core/errors';
 import { routeNotFound, toHttpError } from './errors';
 import { OPENAPI_PATH, openApiDocument } from './openapi';
 import { buildRoutes, parseRequest, type ServerDeps } from './routes';
@@ -26,8 +28,18 @@ export interface ServerOptions {
    * it directly (docs/erasure.md, Reading histories). Other origins get no CORS headers.
    */
   codecOrigins?: string[];
+  /** Requests a minute per API key (per address without one), health and the document aside. */
+  rateLimitPerMinute?: number;
 }
 
+/**
+ * Whom a request counts against: the key it was authenticated with (the limit runs after
+ * authentication, so no one can spend another's share by naming its key id), from any
+ * address; its address on a server without keys. The counts live in this process's memory.
+ */
+function caller(request: FastifyRequest): string {
+  return request.keyScope ? `key:${request.keyScope.keyId}` : `ip:${request.ip}`;
+}
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** The OpenAPI operationId of the route. */
@@ -103,8 +115,29 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
     });
   }
 
+  if (options.rateLimitPerMinute !== undefined) {
+    const open = new Set(['/healthz', '/readyz', OPENAPI_PATH]);
+    void app.register(rateLimit, {
+      max: options.rateLimitPerMinute,
+      timeWindow: 60_000,
+      keyGenerator: caller,
+      allowList: (request) => open.has(request.url.split('?')[0] ?? request.url),
+      // Thrown, so the error handler answers it in memgate's format; the plugin has set Retry-After.
+      errorResponseBuilder: (_, context) =>
+        new RateLimitedError(
+          `over ${context.max} requests a minute for this key: try again in ${context.after}`,
+          {
+            limit: context.max,
+            retryAfterMs: context.ttl,
+          },
+        ),
+    });
+  }
+
   app.setErrorHandler((err, request, reply) => {
     const { status, body } = toHttpError(err);
+    // Busy, not broken: a client that honours Retry-After comes back when it may be served.
+    if (status === 503) void reply.header('retry-after', '1');
     if (status >= 500) options.onServerError?.(err, request);
     return reply.code(status).send(body);
   });
@@ -114,24 +147,28 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
   });
 
   const routes = buildRoutes(deps);
-  for (const r of routes) {
-    app.route({
-      method: r.method,
-      url: r.path.replace(/\{(\w+)\}/g, ':$1'),
-      config: { operationId: r.operationId },
-      // A streamed answer has no length to give a HEAD request before it is read.
-      ...(r.produces && { exposeHeadRoute: false }),
-      ...(!r.open && options.authenticate && { onRequest: options.authenticate }),
-      handler: async (request, reply) => {
-        const input = {
-          ...parseRequest(r, request),
-          ...(request.keyScope && { keyScope: request.keyScope }),
-        };
-        const result = await r.handle(input as Parameters<typeof r.handle>[0]);
-        return reply.code(r.status ?? 200).send(result);
-      },
-    });
-  }
+  // In a plugin of their own, so that they are added once the rate limit is in place (its
+  // hooks reach the routes added after it loads).
+  void app.register(async (api) => {
+    for (const r of routes) {
+      api.route({
+        method: r.method,
+        url: r.path.replace(/\{(\w+)\}/g, ':$1'),
+        config: { operationId: r.operationId },
+        // A streamed answer has no length to give a HEAD request before it is read.
+        ...(r.produces && { exposeHeadRoute: false }),
+        ...(!r.open && options.authenticate && { onRequest: options.authenticate }),
+        handler: async (request, reply) => {
+          const input = {
+            ...parseRequest(r, request),
+            ...(request.keyScope && { keyScope: request.keyScope }),
+          };
+          const result = await r.handle(input as Parameters<typeof r.handle>[0]);
+          return reply.code(r.status ?? 200).send(result);
+        },
+      });
+    }
+  });
 
   const document = openApiDocument(routes, API_VERSION, { keys: options.authenticate !== undefined });
   app.get(OPENAPI_PATH, { config: { operationId: 'openapi' } }, async () => document);

@@ -76,8 +76,9 @@ function operation(r: Route, keys: boolean): Record<string, unknown> {
       description: 'success',
       content: { [r.produces ?? 'application/json']: { schema: jsonSchema(r.response, 'output') } },
     },
-    // A missing, unknown or expired key is 401; one that does not cover what the call names, 403.
-    ...errorResponses(secured ? [...r.errors, 'Unauthenticated', 'Forbidden'] : r.errors),
+    // A missing, unknown or expired key is 401; one that does not cover what the call names,
+    // 403; a key over its share of the server, 429.
+    ...errorResponses(secured ? [...r.errors, 'Unauthenticated', 'Forbidden', 'RateLimited'] : r.errors),
   };
   return op;
 }

@@ -97,6 +97,7 @@ export async function startHttpServer(
     authenticate: requireKey((key) => client.authenticate(key)),
     onServerError: (err, request) => console.error(`${request.method} ${request.url} failed:`, err),
     onAnswered: await answeredMetrics(c),
+    rateLimitPerMinute: c.httpRateLimit,
     codecOrigins: [
       `http://127.0.0.1:${c.temporalUiPort}`,
       `http://localhost:${c.temporalUiPort}`,

@@ -174,3 +174,53 @@ describe('the per-request hook (where authentication goes)', () => {
     expect(res.json().error.type).toBe('Unauthenticated');
   });
 });
+
+describe('the rate limit per key', () => {
+  it('answers a key over its share with 429 RateLimited and Retry-After, before the call runs; others keep theirs', async () => {
+    let ran = 0;
+    const app = buildHttpServer(
+      {
+        memgate: { policy: policyOf(parseConfig({})) },
+        windows: {},
+        impossible: async (agentId: string) => {
+          ran++;
+          return { agentId, queries: 0, groups: [] };
+        },
+        probes: {},
+      } as unknown as ServerDeps,
+      {
+        // The key is the bearer itself here; memgate serve looks it up (requireKey).
+        authenticate: async (request) => {
+          request.keyScope = { keyId: request.headers.authorization ?? '', agents: '*' };
+        },
+        rateLimitPerMinute: 3,
+      },
+    );
+    const impossible = (key: string) =>
+      app.inject({ method: 'GET', url: '/v1/impossible?agentId=a1', headers: { authorization: key } });
+    for (let i = 0; i < 3; i++) expect((await impossible('one')).statusCode).toBe(200);
+    const refused = await impossible('one');
+    expect(refused.statusCode).toBe(429);
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    expect(refused.json().error).toMatchObject({ type: 'RateLimited', details: { limit: 3 } });
+    expect(ran).toBe(3);
+    // Another key, and health, are not held back by it.
+    expect((await impossible('two')).statusCode).toBe(200);
+    for (let i = 0; i < 5; i++)
+      expect((await app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
+  });
+
+  it('tells a caller refused as StackUnavailable when to try again', async () => {
+    const app = buildHttpServer(
+      { memgate: { policy: policyOf(parseConfig({})) }, windows: {}, probes: {} } as unknown as ServerDeps,
+      {
+        authenticate: async () => {
+          throw new StackUnavailableError('the store did not answer entries_hot.find within 15000 ms');
+        },
+      },
+    );
+    const res = await app.inject({ method: 'GET', url: '/v1/verify' });
+    expect(res.statusCode).toBe(503);
+    expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
+  });
+});

@@ -10,6 +10,7 @@ import {
   InvalidInputError,
   ModelError,
   NotFoundError,
+  RateLimitedError,
   StackUnavailableError,
   UnauthenticatedError,
   type MemgateError,
@@ -37,6 +38,7 @@ const EVERY: Record<MemgateErrorType, MemgateError> = {
   StackUnavailable: new StackUnavailableError('the store did not answer'),
   Unauthenticated: new UnauthenticatedError('no key'),
   Forbidden: new ForbiddenError('not this agent'),
+  RateLimited: new RateLimitedError('over the key’s share', { retryAfterMs: 1_000 }),
 };
 
 /** As a failed workflow whose activity threw `err` reaches its client. */
