@@ -103,18 +103,27 @@ function route<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType, R 
 
 const PROBE_TIMEOUT_MS = 3_000;
 
-async function probe(check: () => Promise<unknown>): Promise<{ ok: boolean; error?: string }> {
+async function probe(
+  check: () => Promise<unknown>,
+): Promise<{ ok: boolean; error?: string; cause?: string }> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${PROBE_TIMEOUT_MS} ms`)), PROBE_TIMEOUT_MS);
+    timer = setTimeout(() => reject(new ProbeTimeout()), PROBE_TIMEOUT_MS);
   });
   try {
     await Promise.race([check(), timeout]);
     return { ok: true };
   } catch (err) {
-    return { ok: false, error: err instanceof Error ? err.message : String(err) };
+    if (err instanceof ProbeTimeout) return { ok: false, error: err.message };
+    return { ok: false, error: 'failed', cause: err instanceof Error ? err.message : String(err) };
   } finally {
     clearTimeout(timer);
+  }
+}
+
+class ProbeTimeout extends Error {
+  constructor() {
+    super(`no answer within ${PROBE_TIMEOUT_MS} ms`);
   }
 }
 
@@ -189,13 +198,23 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       handle: async () => {
         const names = Object.keys(deps.probes);
         const results = await Promise.all(names.map((n) => probe(deps.probes[n]!)));
-        const checks = Object.fromEntries(names.map((n, i) => [n, results[i]!]));
+        // Anyone may ask: the answer names the server and whether it failed or kept silent,
+        // never its error's text (addresses, users, versions), which goes to the log.
+        const checks = Object.fromEntries(
+          names.map((n, i) => [
+            n,
+            { ok: results[i]!.ok, ...(results[i]!.error && { error: results[i]!.error }) },
+          ]),
+        );
         const failed = names.filter((n) => !checks[n]!.ok);
         if (failed.length) {
-          throw new StackUnavailableError(
+          const err = new StackUnavailableError(
             `not ready: ${failed.map((n) => `${n}: ${checks[n]!.error}`).join('; ')}`,
             { checks },
           );
+          const causes = names.flatMap((n, i) => (results[i]!.cause ? [`${n}: ${results[i]!.cause}`] : []));
+          if (causes.length) err.cause = new Error(causes.join('; '));
+          throw err;
         }
         return { status: 'ready' as const, checks };
       },

@@ -407,19 +407,29 @@ describe('service endpoints', () => {
     });
   });
 
-  it('/readyz is 503 StackUnavailable naming a server that does not answer', async () => {
+  it('/readyz is 503 StackUnavailable naming a server that does not answer, and none of its error text', async () => {
     const deps = serverDeps(env.client, env.config);
-    const down = buildHttpServer({
-      ...deps,
-      probes: { ...deps.probes, store: () => Promise.reject(new Error('gone')) },
-    });
+    const logged: unknown[] = [];
+    const down = buildHttpServer(
+      {
+        ...deps,
+        probes: {
+          ...deps.probes,
+          store: () => Promise.reject(new Error('connect ECONNREFUSED 10.0.0.5:27017 (user memgate_admin)')),
+        },
+      },
+      { onServerError: (err) => logged.push(err) },
+    );
     const res = await down.inject({ method: 'GET', url: '/readyz' });
     expect(res.statusCode).toBe(503);
     expect(res.json().error).toMatchObject({
       type: 'StackUnavailable',
-      message: 'not ready: store: gone',
-      details: { checks: { temporal: { ok: true }, store: { ok: false, error: 'gone' } } },
+      message: 'not ready: store: failed',
+      details: { checks: { temporal: { ok: true }, store: { ok: false, error: 'failed' } } },
     });
+    // Anyone may ask /readyz; what the store said goes only to the server's log.
+    expect(res.body).not.toMatch(/ECONNREFUSED|10\.0\.0\.5|memgate_admin/);
+    expect(String((logged[0] as Error).cause)).toContain('ECONNREFUSED 10.0.0.5:27017');
     await down.close();
   });
 
