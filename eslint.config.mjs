@@ -145,6 +145,13 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
+  {
+    // A promise nobody awaits loses its failure, and in a workflow its ordering: every one is
+    // awaited, returned, or marked `void` on purpose (as the Temporal SDK and samples lint).
+    files: ['**/*.ts'],
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: { '@typescript-eslint/no-floating-promises': 'error' },
+  },
   // The layer graph (README, Layout). Each folder imports only what its layer may; a value
   // import across a forbidden edge fails lint, a type-only import of a message shape does not.
   ...layers(),

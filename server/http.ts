@@ -88,7 +88,7 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     const text = body.toString();
     if (text === '') return done(null, undefined);
-    json(request, text, done);
+    void json(request, text, done);
   });
 
   if (options.codecOrigins?.length) {
