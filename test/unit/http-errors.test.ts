@@ -14,7 +14,7 @@ import { policyOf } from '../../core/policy';
 import { parseConfig } from '../../core/config';
 import { RehydrationBlocked } from '../../core/window';
 import { STATUS_BY_TYPE, toHttpError } from '../../server/errors';
-import { buildHttpServer, type ServerDeps } from '../../server/http';
+import { buildHttpServer, type ServerDeps, type ServerOptions } from '../../server/http';
 
 /** The HTTP status of each MemgateError type, and the JSON every failure answers with. */
 
@@ -68,15 +68,20 @@ describe('the type → status table', () => {
   });
 });
 
+/**
+ * The API over dependencies no request below reaches (each fails before a handler runs),
+ * but `impossible`, which a test may give.
+ */
+function stubbedApp(
+  options: ServerOptions = {},
+  impossible: ServerDeps['impossible'] = () => Promise.reject(new Error('unused')),
+) {
+  const deps = { memgate: { policy: policyOf(parseConfig({})) }, windows: {}, impossible, probes: {} };
+  return buildHttpServer(deps as unknown as ServerDeps, options);
+}
+
 describe("Fastify's own refusals, in the same shape", () => {
-  // No route below reaches these: every request fails before a handler runs.
-  const deps = {
-    memgate: { policy: policyOf(parseConfig({})) },
-    windows: {},
-    impossible: () => Promise.reject(new Error('unused')),
-    probes: {},
-  } as unknown as ServerDeps;
-  const app = buildHttpServer(deps);
+  const app = stubbedApp();
 
   it('a body that is not JSON is 400 InvalidInput', async () => {
     const res = await app.inject({
@@ -128,20 +133,12 @@ describe("Fastify's own refusals, in the same shape", () => {
 describe('the per-request hook (where authentication goes)', () => {
   it('runs before each operation, knowing which, and not before health or the document', async () => {
     const seen: string[] = [];
-    const app = buildHttpServer(
-      {
-        memgate: { policy: policyOf(parseConfig({})) },
-        windows: {},
-        impossible: () => Promise.reject(new Error('unused')),
-        probes: {},
-      } as unknown as ServerDeps,
-      {
-        authenticate: async (request) => {
-          seen.push(request.routeOptions.config.operationId ?? '?');
-          throw new ConflictError('refused by the hook');
-        },
+    const app = stubbedApp({
+      authenticate: async (request) => {
+        seen.push(request.routeOptions.config.operationId ?? '?');
+        throw new ConflictError('refused by the hook');
       },
-    );
+    });
     expect((await app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
     expect((await app.inject({ method: 'GET', url: '/openapi.json' })).statusCode).toBe(200);
     const res = await app.inject({ method: 'GET', url: '/v1/verify' });
@@ -151,19 +148,11 @@ describe('the per-request hook (where authentication goes)', () => {
   });
 
   it('authenticates before it reads a body: without a key, a body that is not JSON is 401, not 400', async () => {
-    const app = buildHttpServer(
-      {
-        memgate: { policy: policyOf(parseConfig({})) },
-        windows: {},
-        impossible: () => Promise.reject(new Error('unused')),
-        probes: {},
-      } as unknown as ServerDeps,
-      {
-        authenticate: async () => {
-          throw new UnauthenticatedError('an API key is required: Authorization: Bearer <key>');
-        },
+    const app = stubbedApp({
+      authenticate: async () => {
+        throw new UnauthenticatedError('an API key is required: Authorization: Bearer <key>');
       },
-    );
+    });
     const res = await app.inject({
       method: 'POST',
       url: '/v1/agents/a1/memories',
@@ -178,22 +167,17 @@ describe('the per-request hook (where authentication goes)', () => {
 describe('the rate limit per key', () => {
   it('answers a key over its share with 429 RateLimited and Retry-After, before the call runs; others keep theirs', async () => {
     let ran = 0;
-    const app = buildHttpServer(
-      {
-        memgate: { policy: policyOf(parseConfig({})) },
-        windows: {},
-        impossible: async (agentId: string) => {
-          ran++;
-          return { agentId, queries: 0, groups: [] };
-        },
-        probes: {},
-      } as unknown as ServerDeps,
+    const app = stubbedApp(
       {
         // The key is the bearer itself here; memgate serve looks it up (requireKey).
         authenticate: async (request) => {
           request.keyScope = { keyId: request.headers.authorization ?? '', agents: '*' };
         },
         rateLimitPerMinute: 3,
+      },
+      async ({ agentId }) => {
+        ran++;
+        return { agentId: agentId!, queries: 0, groups: [] };
       },
     );
     const impossible = (key: string) =>
@@ -211,14 +195,11 @@ describe('the rate limit per key', () => {
   });
 
   it('tells a caller refused as StackUnavailable when to try again', async () => {
-    const app = buildHttpServer(
-      { memgate: { policy: policyOf(parseConfig({})) }, windows: {}, probes: {} } as unknown as ServerDeps,
-      {
-        authenticate: async () => {
-          throw new StackUnavailableError('the store did not answer entries_hot.find within 15000 ms');
-        },
+    const app = stubbedApp({
+      authenticate: async () => {
+        throw new StackUnavailableError('the store did not answer entries_hot.find within 15000 ms');
       },
-    );
+    });
     const res = await app.inject({ method: 'GET', url: '/v1/verify' });
     expect(res.statusCode).toBe(503);
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
