@@ -240,26 +240,23 @@ function inverseFrequencies(
   return idf;
 }
 
-function termFrequencies(candidates: readonly Candidate[]) {
+interface Doc {
+  c: Candidate;
+  /** How often each query term occurs in it (only those it holds). */
+  tf: Map<string, number>;
+  len: number;
+}
+
+function termFrequencies(candidates: readonly Candidate[], queryTerms: ReadonlySet<string>): Doc[] {
   return candidates.map((c) => {
     const seq = termSequence(c.entry.text);
     const tf = new Map<string, number>();
-    for (const t of seq) tf.set(t, (tf.get(t) ?? 0) + 1);
+    for (const t of seq) if (queryTerms.has(t)) tf.set(t, (tf.get(t) ?? 0) + 1);
     return { c, tf, len: seq.length };
   });
 }
 
-/**
- * BM25 over the candidate set: the candidates that hold a query term, best first (ties to
- * the newer write), and the ceiling: what a candidate of average length holding every query
- * term once would score, the sum of the terms' idf. The hybrid fusion measures a score
- * against the ceiling (core/hybrid.ts).
- */
-export function scoreLexical(
-  queryTerms: readonly string[],
-  candidates: readonly Candidate[],
-): Scored[] & { ceiling: number } {
-  const docs = termFrequencies(candidates);
+function scoreDocs(queryTerms: readonly string[], docs: readonly Doc[]): Scored[] & { ceiling: number } {
   const avgLen = docs.length ? docs.reduce((s, d) => s + d.len, 0) / docs.length : 1;
   const idf = inverseFrequencies(queryTerms, docs);
   const scored = docs
@@ -279,6 +276,44 @@ export function scoreLexical(
   return Object.assign(scored, { ceiling });
 }
 
+/**
+ * BM25 over the candidate set: the candidates that hold a query term, best first (ties to
+ * the newer write), and the ceiling: what a candidate of average length holding every query
+ * term once would score, the sum of the terms' idf. The hybrid fusion measures a score
+ * against the ceiling (core/hybrid.ts).
+ */
+export function scoreLexical(
+  queryTerms: readonly string[],
+  candidates: readonly Candidate[],
+): Scored[] & { ceiling: number } {
+  return scoreDocs(queryTerms, termFrequencies(candidates, new Set(queryTerms)));
+}
+
+/**
+ * Characters tokenised between two turns of the event loop (a few milliseconds of work): a
+ * deep recall reads up to 6,400 candidates, of up to 16,000 characters each, in a process that
+ * also acknowledges writes and heartbeats activities.
+ */
+export const SCORING_TURN_CHARS = 200_000;
+
+/** `scoreLexical`, giving the event loop a turn after each `SCORING_TURN_CHARS` tokenised. */
+export async function scoreLexicalInTurns(
+  queryTerms: readonly string[],
+  candidates: readonly Candidate[],
+): Promise<Scored[] & { ceiling: number }> {
+  const wanted = new Set(queryTerms);
+  const docs: Doc[] = [];
+  for (let i = 0; i < candidates.length;) {
+    let chars = 0;
+    const start = i;
+    while (i < candidates.length && (i === start || chars < SCORING_TURN_CHARS))
+      chars += candidates[i++]!.entry.text.length;
+    docs.push(...termFrequencies(candidates.slice(start, i), wanted));
+    if (i < candidates.length) await new Promise((resolve) => setImmediate(resolve));
+  }
+  return scoreDocs(queryTerms, docs);
+}
+
 /** Best first by score, ties to the newer write; the top k. */
 function topK(hits: RecallHit[], k: number): RecallHit[] {
   return hits
@@ -293,10 +328,16 @@ export function rankCandidates(
   candidates: readonly Candidate[],
   opts: { now: number; halfLifeMs: number; gateThreshold: number; k: number },
 ): RecallHit[] {
+  return rankScored(scoreLexical(queryTerms, candidates), opts);
+}
+
+/** The top k of scored candidates, each score multiplied by its current salience. */
+export function rankScored(
+  scored: readonly Scored[],
+  opts: { now: number; halfLifeMs: number; gateThreshold: number; k: number },
+): RecallHit[] {
   return topK(
-    scoreLexical(queryTerms, candidates).map((s) =>
-      recallHit(s.candidate, opts.now, opts.halfLifeMs, s.lexical, 'lexical'),
-    ),
+    scored.map((s) => recallHit(s.candidate, opts.now, opts.halfLifeMs, s.lexical, 'lexical')),
     opts.k,
   );
 }

@@ -8,10 +8,10 @@ import {
   oldestKeptAsOf,
   POSTINGS_BUDGET,
   queryTermsOf,
-  rankCandidates,
   rankHybrid,
   recallHit,
-  scoreLexical,
+  rankScored,
+  scoreLexicalInTurns,
   type Candidate,
   type RecallHit,
   type RecallRequest,
@@ -327,10 +327,10 @@ export async function recall(
   let retrieval: Retrieval;
   let ranked = candidates.length;
   if ('unavailable' in arm) {
-    hits = rankCandidates(queryTerms, candidates, { now, k: req.k, ...policy });
+    hits = rankScored(await scoreLexicalInTurns(queryTerms, candidates), { now, k: req.k, ...policy });
     retrieval = { mode: 'lexical', reason: arm.unavailable };
   } else {
-    const lexical = scoreLexical(queryTerms, candidates);
+    const lexical = await scoreLexicalInTurns(queryTerms, candidates);
     const scale = { k: req.k, background: arm.background, halfLifeMs: policy.halfLifeMs };
     const semanticRanked = await semanticRanking(arm, now, lexical, {
       ...scale,

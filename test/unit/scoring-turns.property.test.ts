@@ -1,0 +1,70 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { buildEntry, memoryPolicy } from '../../core/entry';
+import { SCORING_TURN_CHARS, scoreLexical, scoreLexicalInTurns, type Candidate } from '../../core/recall';
+
+const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
+const WORDS = ['dock', 'courier', 'pallet', 'boiler', 'supplier', 'notice', 'period', 'lab', 'door', 'code'];
+
+function candidate(i: number, text: string): Candidate {
+  const input = {
+    text,
+    kind: 'episode' as const,
+    salience: 0.5,
+    source: { origin: 'agent' as const },
+    confidence: 0.5,
+    verified: false,
+    volatile: false,
+    writtenAt: 1_700_000_000_000 + i,
+  };
+  return { entry: buildEntry(`e${i}`, 'agent', input, policy), tier: 'hot' };
+}
+
+/** How many turns the event loop took while `work` ran. */
+async function turnsDuring(work: () => unknown): Promise<number> {
+  let turns = 0;
+  let running = true;
+  const turn = () => {
+    if (!running) return;
+    turns++;
+    setImmediate(turn);
+  };
+  setImmediate(turn);
+  await work();
+  running = false;
+  return turns;
+}
+
+describe('lexical scoring in turns (core/recall.ts)', () => {
+  it('scores as scoring in one go does, whatever the texts and where the turns fall', async () => {
+    const text = fc
+      .array(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 40 })
+      .map((words) => words.join(' '));
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(text, { minLength: 0, maxLength: 30 }),
+        fc.subarray(WORDS, { minLength: 1 }),
+        async (texts, query) => {
+          const candidates = texts.map((t, i) => candidate(i, t));
+          expect(await scoreLexicalInTurns(query, candidates)).toEqual(scoreLexical(query, candidates));
+        },
+      ),
+    );
+  });
+
+  it('gives the event loop a turn while it scores a deep recall of long entries; in one go it gives none', async () => {
+    // 64 entries of 16,000 characters: five times what one turn tokenises.
+    const long = Array.from({ length: 64 }, (_, i) =>
+      candidate(
+        i,
+        Array.from({ length: 2_600 }, (_, w) => WORDS[(w * 7 + i) % WORDS.length])
+          .join(' ')
+          .slice(0, 16_000),
+      ),
+    );
+    const chars = long.reduce((n, c) => n + c.entry.text.length, 0);
+    expect(chars).toBeGreaterThan(4 * SCORING_TURN_CHARS);
+    expect(await turnsDuring(() => scoreLexical(['dock', 'courier'], long))).toBe(0);
+    expect(await turnsDuring(() => scoreLexicalInTurns(['dock', 'courier'], long))).toBeGreaterThanOrEqual(4);
+  });
+});
