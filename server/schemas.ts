@@ -233,6 +233,13 @@ const impossibleQuery = z.object({
 export const impossibleReportSchema = z.object({
   agentId: z.string().optional(),
   queries: z.number().int().describe('distinct queries in the groups'),
+  omitted: z
+    .number()
+    .int()
+    .optional()
+    .describe(
+      'older queries that missed evidence too, past the newest 1,000 the report lists; absent when none',
+    ),
   groups: z.array(
     z.object({
       reason: z.string(),

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { agentIdSchema } from '../../core/entry';
-import { impossibleQueries } from '../../store/impossible';
+import { impossibleReport } from '../../store/impossible';
 import { printJson, withClient } from './context';
 import { parseOptions } from './options';
 
@@ -15,11 +15,6 @@ export function registerImpossibleCommands(program: Command): void {
     .option('-a, --agent <agentId>', 'only this agent')
     .action(async (raw: Record<string, unknown>, command: Command) => {
       const o = parseOptions(impossibleOptions, raw, command);
-      const groups = await withClient((c) => impossibleQueries(c.store, o.agent ? { agentId: o.agent } : {}));
-      printJson({
-        ...(o.agent ? { agentId: o.agent } : {}),
-        queries: new Set(groups.flatMap((g) => g.queries.map((q) => q.queryId))).size,
-        groups,
-      });
+      printJson(await withClient((c) => impossibleReport(c.store, o.agent ? { agentId: o.agent } : {})));
     });
 }

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import type { Config } from '../../core/config';
 import { InvalidConfigError } from '../../core/errors';
-import { impossibleQueries } from '../../store/impossible';
+import { impossibleReport } from '../../store/impossible';
 import { requireKey } from '../../server/auth';
 import { buildHttpServer, type ServerDeps } from '../../server/http';
 import { mountMcp } from '../../server/mcpHttp';
@@ -16,14 +16,7 @@ export function serverDeps(client: MemgateClient, c: Config): ServerDeps {
   return {
     memgate: client,
     windows: new WindowClient(client.temporal, c),
-    async impossible(request) {
-      const groups = await impossibleQueries(client.store, request);
-      return {
-        ...(request.agentId ? { agentId: request.agentId } : {}),
-        queries: new Set(groups.flatMap((g) => g.queries.map((q) => q.queryId))).size,
-        groups,
-      };
-    },
+    impossible: (request) => impossibleReport(client.store, request),
     probes: {
       temporal: () => client.temporal.workflowService.getSystemInfo({}),
       store: () => client.store.answers(),

@@ -1,6 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { evictEntry } from '../../store/nightly';
-import { impossibleQueries, UNKNOWN_REASON } from '../../store/impossible';
+import {
+  impossibleQueries,
+  impossibleReport,
+  MAX_IMPOSSIBLE_QUERIES,
+  UNKNOWN_REASON,
+} from '../../store/impossible';
+import { dayOf } from '../../core/salience';
 import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 import type { EvictionInput } from '../../core/eviction';
@@ -63,7 +69,7 @@ describe('what became impossible, live', () => {
     await env.client.recall({ agentId: 'imp-a', query: 'Acme', deep: true });
     await env.client.recall({ agentId: 'imp-b', query: 'supplier Lyon', deep: true });
 
-    const groups = await impossibleQueries(env.store, { agentId: 'imp-a' });
+    const { groups } = await impossibleQueries(env.store, { agentId: 'imp-a' });
     expect(groups.map((g) => g.reason).sort()).toEqual(['dead: window elapsed, subsumed', 'erasure request']);
     const dead = groups.find((g) => g.reason.startsWith('dead'))!;
     expect(dead.tombstones).toBe(1);
@@ -75,7 +81,7 @@ describe('what became impossible, live', () => {
       'supplier notice period',
     ]);
 
-    const all = await impossibleQueries(env.store);
+    const { groups: all } = await impossibleQueries(env.store);
     expect(
       all
         .find((g) => g.reason === 'erasure request')!
@@ -88,9 +94,32 @@ describe('what became impossible, live', () => {
     const [id] = await writeAndDelete('imp-c', ['The rate limit is 600 requests per minute.'], 'capacity');
     await env.client.recall({ agentId: 'imp-c', query: 'rate limit', deep: true });
     await env.store.tombstones.deleteOne({ _id: id! });
-    const groups = await impossibleQueries(env.store, { agentId: 'imp-c' });
+    const { groups } = await impossibleQueries(env.store, { agentId: 'imp-c' });
     expect(groups).toHaveLength(1);
     expect(groups[0]!.reason).toBe(UNKNOWN_REASON);
+  });
+
+  it('lists the newest MAX_IMPOSSIBLE_QUERIES queries and counts the older ones', async () => {
+    const [id] = await writeAndDelete('imp-d', ['The dock closes at six.'], 'capacity');
+    const T0 = Date.UTC(2026, 0, 1);
+    const records = Array.from({ length: MAX_IMPOSSIBLE_QUERIES + 3 }, (_, i) => ({
+      _id: `imp-d-q${i}`,
+      agentId: 'imp-d',
+      query: `dock closing ${i}`,
+      terms: ['dock', 'closing'],
+      at: T0 + i,
+      day: dayOf(T0 + i),
+      deep: true,
+      k: 10,
+      hitIds: [],
+      missingIds: [id!],
+    }));
+    for (let i = 0; i < records.length; i += 500)
+      await env.store.queries.insertMany(records.slice(i, i + 500));
+    const report = await impossibleReport(env.store, { agentId: 'imp-d' });
+    expect(report).toMatchObject({ agentId: 'imp-d', queries: MAX_IMPOSSIBLE_QUERIES, omitted: 3 });
+    const listed = report.groups.flatMap((g) => g.queries.map((q) => q.at));
+    expect(Math.min(...listed)).toBe(T0 + 3);
   });
 
   it('`memgate impossible --agent` prints the same report', async () => {
