@@ -1,23 +1,14 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { buildEntry, memoryPolicy } from '../../core/entry';
+import { episode } from '../support/memories';
 import { SCORING_TURN_CHARS, scoreLexical, scoreLexicalInTurns, type Candidate } from '../../core/recall';
 
 const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
 const WORDS = ['dock', 'courier', 'pallet', 'boiler', 'supplier', 'notice', 'period', 'lab', 'door', 'code'];
 
 function candidate(i: number, text: string): Candidate {
-  const input = {
-    text,
-    kind: 'episode' as const,
-    salience: 0.5,
-    source: { origin: 'agent' as const },
-    confidence: 0.5,
-    verified: false,
-    volatile: false,
-    writtenAt: 1_700_000_000_000 + i,
-  };
-  return { entry: buildEntry(`e${i}`, 'agent', input, policy), tier: 'hot' };
+  return { entry: buildEntry(`e${i}`, 'agent', episode(text, 1_700_000_000_000 + i), policy), tier: 'hot' };
 }
 
 /** How many turns the event loop took while `work` ran. */
