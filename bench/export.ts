@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import { buildEntry, memoryPolicy, type Entry } from '../core/entry';
 import { DAY_MS } from '../core/salience';
 import { registerAgent } from '../store/agents';
-import { entryId, indexedEntry } from '../store/entries';
+import { entryId, settledEntry } from '../store/entries';
 import { emit, growthExponent, round, startBenchEnv } from './support';
 
 const SIZES = (process.env.BENCH_EXPORT_SIZES ?? '10000,100000').split(',').map(Number);
@@ -95,12 +95,10 @@ async function main() {
       volatile: false,
       writtenAt: now - 30 * DAY_MS + i * 10_000,
     };
-    const e = indexedEntry(
+    return settledEntry(
       buildEntry(entryId(agentId, { idempotencyKey: String(i) }), agentId, input, policy),
+      now,
     );
-    delete e.pending;
-    if (e.dormantAt <= now) delete e.liveKeys;
-    return e;
   }
 
   async function loadTo(size: number) {

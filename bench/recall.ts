@@ -33,7 +33,7 @@
 import { buildEntry, memoryPolicy, type Entry, type Tier } from '../core/entry';
 import { recallStateOf } from '../core/recall';
 import { DAY_MS } from '../core/salience';
-import { entryId, indexedEntry } from '../store/entries';
+import { entryId, settledEntry } from '../store/entries';
 import { adjustDocumentFrequencies } from '../store/terms';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -175,13 +175,10 @@ async function main() {
       volatile: false,
       writtenAt: now - Math.floor(rand() * 30 * DAY_MS),
     };
-    const e = indexedEntry(
+    return settledEntry(
       buildEntry(entryId(agentId, { idempotencyKey: String(i) }), agentId, input, policy),
+      now,
     );
-    // As the nights before left it: counted, and out of default recall's postings once dormant.
-    delete e.pending;
-    if (e.dormantAt <= now) delete e.liveKeys;
-    return e;
   }
 
   /** `count` more entries in each tier, and their terms in the document frequencies. */

@@ -58,6 +58,16 @@ export function indexedEntry(entry: Entry): Entry {
   return { ...entry, termKeys: termKeys(entry.agentId, entry.terms), ...gateKeys(entry, entry.dormantAt) };
 }
 
+/**
+ * The stored form of an entry as the nights before `now` left it (benchmarks and tests load
+ * stores so): its pending work done, counted, and out of default recall's postings once dormant.
+ */
+export function settledEntry(entry: Entry, now: number): Entry {
+  const { pending: _pending, ...e } = indexedEntry(entry);
+  if (e.dormantAt <= now) delete e.liveKeys;
+  return e;
+}
+
 /** Which of `ids` a collection holds, by `_id` point reads. */
 async function presentIds<T extends { _id: string }>(
   collection: Collection<T>,

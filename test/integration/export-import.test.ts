@@ -7,7 +7,7 @@ import { startHttpServer, type RunningServer } from '../../client/commands/serve
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { registerAgent } from '../../store/agents';
-import { entryId, indexedEntry } from '../../store/entries';
+import { entryId, indexedEntry, settledEntry } from '../../store/entries';
 import { createKey } from '../../store/keys';
 import { importExport, importedId, type ImportResult } from '../../store/portable';
 import type { RecallResult } from '../../store/recall';
@@ -127,20 +127,16 @@ async function seedBulk(agentId: string): Promise<void> {
     const text =
       `Note ${i}: the ${COLOURS[i % 10]} ${ANIMALS[(i >> 3) % 10]} ledger for topic${i % 2500} ` +
       `batch${i % 100} group${i % 40} reviewed by desk ${i}.`;
-    const e = indexedEntry(
-      buildEntry(
-        entryId(agentId, { idempotencyKey: `bulk-${i}` }),
-        agentId,
-        { ...episode(text, dayAt(10, 4) + i * 60_000), salience: 0.05 + ((i * 37) % 95) / 100 },
-        policy,
-      ),
+    const built = buildEntry(
+      entryId(agentId, { idempotencyKey: `bulk-${i}` }),
+      agentId,
+      { ...episode(text, dayAt(10, 4) + i * 60_000), salience: 0.05 + ((i * 37) % 95) / 100 },
+      policy,
     );
-    if (i < BULK - 100) {
-      // As the nights before left it: counted, and out of default recall's postings once dormant.
-      delete e.pending;
-      if (e.dormantAt <= AS_OF) delete e.liveKeys;
-      counted.push(e.terms);
-    }
+    // All but the newest hundred as the nights before left them; those still await their night.
+    const settled = i < BULK - 100;
+    const e = settled ? settledEntry(built, AS_OF) : indexedEntry(built);
+    if (settled) counted.push(e.terms);
     if (i % 4 === 3) cold.push({ ...e, spilledAt: dayAt(11, 3) });
     else hot.push(e);
   }
