@@ -53,7 +53,7 @@ export function normalised(v: ArrayLike<number>): Float32Array {
  * is busy, each times out there while it waits, and the server still embeds what nobody reads
  * any more: the more is sent, the less is done. Held here, a request's timeout counts the
  * endpoint's own time. Queries (one text, a recall waiting) go straight out. One budget per
- * endpoint for the whole process, whichever embedder spends it.
+ * endpoint (and size) for the whole process, whichever embedder spends it.
  */
 const passageSlots = new Map<string, Admission>();
 
@@ -61,11 +61,9 @@ const passageSlots = new Map<string, Admission>();
 const PASSAGE_WAIT_MS = 10 * 60_000;
 
 function slotsFor(s: EmbedderSettings): Admission {
-  let slots = passageSlots.get(s.baseURL);
-  if (!slots || slots.capacity !== s.passagesInFlight) {
-    slots = new Admission(s.passagesInFlight);
-    passageSlots.set(s.baseURL, slots);
-  }
+  const key = `${s.passagesInFlight} ${s.baseURL}`;
+  let slots = passageSlots.get(key);
+  if (!slots) passageSlots.set(key, (slots = new Admission(s.passagesInFlight)));
   return slots;
 }
 

@@ -65,7 +65,7 @@ const BODY_LIMIT = 2 * MAX_WRITE_BYTES;
  */
 const SERVER_LIMITS = {
   bodyLimit: BODY_LIMIT,
-  maxParamLength: 1024,
+  routerOptions: { maxParamLength: 1024 },
   requestTimeout: 30_000,
   keepAliveTimeout: 10_000,
 } as const;
