@@ -1,9 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
 /**
- * Two projects, both run by `npm test`: `unit` needs no server (and no Go), so
- * `npm run test:unit` is the fast loop; `integration` runs against the real stack, which its
- * global setup obtains and starts.
+ * Three projects, all run by `npm test`: `unit` needs no server (and no Go), so
+ * `npm run test:unit` is the fast loop; `workflow` runs each workflow against stubbed
+ * activities on a dev server of the cached Temporal CLI; `integration` runs against the real
+ * stack, which its global setup obtains and starts.
  */
 export default defineConfig({
   test: {
@@ -16,6 +17,17 @@ export default defineConfig({
           include: ['test/unit/**/*.test.ts'],
           // Property tests run hundreds of long random sessions; no server is waited on.
           testTimeout: 60_000,
+        },
+      },
+      {
+        test: {
+          // Workflows alone: a dev server of the cached Temporal CLI per file, activities stubbed.
+          name: 'workflow',
+          include: ['test/workflow/**/*.test.ts'],
+          globalSetup: ['test/support/workflowSetup.ts'],
+          pool: 'forks',
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
         },
       },
       {

@@ -78,11 +78,15 @@ export function embeddingCacheDir(s: Pick<StackSettings, 'cacheDir'>): string {
   return join(resolve(expandHome(s.cacheDir)), 'embeddings');
 }
 
+function temporalBinPath(s: Pick<StackSettings, 'cacheDir'>): string {
+  return join(resolve(expandHome(s.cacheDir)), 'bin', `temporal-${TEMPORAL_CLI_VERSION}`, 'temporal');
+}
+
 function paths(s: StackSettings) {
   const cache = resolve(expandHome(s.cacheDir));
   const state = resolve(expandHome(s.stateDir));
   return {
-    temporalBin: join(cache, 'bin', `temporal-${TEMPORAL_CLI_VERSION}`, 'temporal'),
+    temporalBin: temporalBinPath(s),
     ferretdbBin: join(cache, 'bin', `ferretdb-${FERRETDB_VERSION}`, 'ferretdb'),
     cache,
     state,
@@ -205,16 +209,26 @@ async function obtainFerretDb(bin: string, log: Log): Promise<void> {
   }
 }
 
+/**
+ * The cached Temporal CLI of the pinned version, built if missing: the stack's server, and
+ * the one the workflow tests' `TestWorkflowEnvironment` starts on its own.
+ */
+export async function obtainTemporalCli(s: Pick<StackSettings, 'cacheDir'>, log: Log = console.log) {
+  const bin = temporalBinPath(s);
+  if (!existsSync(bin)) {
+    mkdirSync(resolve(bin, '..'), { recursive: true });
+    await obtainTemporal(bin, log);
+  }
+  return bin;
+}
+
 /** Reuse the cached binaries of the pinned versions; build what is missing. */
 export async function obtainBinaries(
   s: StackSettings,
   log: Log = console.log,
 ): Promise<{ temporal: string; ferretdb: string }> {
   const p = paths(s);
-  if (!existsSync(p.temporalBin)) {
-    mkdirSync(resolve(p.temporalBin, '..'), { recursive: true });
-    await obtainTemporal(p.temporalBin, log);
-  }
+  await obtainTemporalCli(s, log);
   if (!existsSync(p.ferretdbBin)) {
     mkdirSync(resolve(p.ferretdbBin, '..'), { recursive: true });
     await obtainFerretDb(p.ferretdbBin, log);

@@ -62,10 +62,11 @@ export function installRuntime(config: Config): void {
 export async function createMemgateWorker(
   config: Config,
   endpoints: Endpoints,
-  opts: { workflowBundle?: WorkerOptions['workflowBundle'] } = {},
+  opts: Pick<WorkerOptions, 'workflowBundle' | 'interceptors'> = {},
 ): Promise<WorkerHandle> {
   return startWorker(config, endpoints, {
     taskQueue: config.taskQueue,
+    ...(opts.interceptors && { interceptors: opts.interceptors }),
     // Run from dist/, the bundler takes the compiled dist/workflows/index.js; under tsx, the .ts.
     workflows: opts.workflowBundle
       ? { workflowBundle: opts.workflowBundle }
@@ -92,6 +93,8 @@ async function startWorker(
     taskQueue: string;
     workflows: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'>;
     activities: (store: Store) => object;
+    /** The history recorder's (scripts/record-histories.ts), which fails chosen attempts. */
+    interceptors?: WorkerOptions['interceptors'];
   },
 ): Promise<WorkerHandle> {
   installRuntime(config);
@@ -116,6 +119,7 @@ async function startWorker(
     taskQueue: what.taskQueue,
     ...what.workflows,
     activities: what.activities(store),
+    ...(what.interceptors && { interceptors: what.interceptors }),
     dataConverter: { payloadCodecs: [new ContentCodec(store)] },
   });
   return {

@@ -1,0 +1,46 @@
+import { randomUUID } from 'node:crypto';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { Runtime, DefaultLogger, Worker } from '@temporalio/worker';
+import { inject } from 'vitest';
+
+let runtimeInstalled = false;
+
+/**
+ * A dev server of the cached Temporal CLI, started for one test file. The SDK's own log lines
+ * are quiet: a test asserts what a workflow did, not what the worker printed about it.
+ */
+export async function startWorkflowEnv(): Promise<TestWorkflowEnvironment> {
+  if (!runtimeInstalled) {
+    Runtime.install({ logger: new DefaultLogger('WARN') });
+    runtimeInstalled = true;
+  }
+  return TestWorkflowEnvironment.createLocal({
+    server: { executable: { type: 'existing-path', path: inject('temporalCliPath') } },
+  });
+}
+
+/**
+ * A worker on a task queue of its own, running every workflow of `workflows/` (or the file
+ * `workflowsPath` names, such as the audit's) against the given activity stubs; `run` runs
+ * `fn` while it polls, as the samples' tests do.
+ */
+export async function stubbedWorker(
+  env: TestWorkflowEnvironment,
+  activities: object,
+  opts: { workflowsPath?: string } = {},
+) {
+  const taskQueue = `stubbed-${randomUUID().slice(0, 8)}`;
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    ...(opts.workflowsPath
+      ? { workflowsPath: opts.workflowsPath }
+      : { workflowBundle: { codePath: inject('workflowsBundlePath') } }),
+    activities,
+  });
+  return {
+    taskQueue,
+    worker,
+    run: <R>(fn: () => Promise<R>) => worker.runUntil(fn),
+  };
+}
