@@ -16,18 +16,25 @@ export abstract class MemgateError extends Error {
   }
 }
 
-export type MemgateErrorType =
-  | 'InvalidInput'
-  | 'InvalidConfig'
-  | 'EvictionBoundaryError'
-  | 'RehydrationBlocked'
-  | 'NotFound'
-  | 'Conflict'
-  | 'StackUnavailable'
-  | 'ModelError'
-  | 'Unauthenticated'
-  | 'Forbidden'
-  | 'RateLimited';
+/** The closed list of error types: every failure a caller sees has one of them. */
+export const MEMGATE_ERROR_TYPES = [
+  'InvalidInput',
+  'InvalidConfig',
+  'EvictionBoundaryError',
+  'RehydrationBlocked',
+  'NotFound',
+  'Conflict',
+  'StackUnavailable',
+  'ModelError',
+  'Unauthenticated',
+  'Forbidden',
+  'RateLimited',
+] as const;
+export type MemgateErrorType = (typeof MEMGATE_ERROR_TYPES)[number];
+
+export function isMemgateErrorType(type: unknown): type is MemgateErrorType {
+  return (MEMGATE_ERROR_TYPES as readonly unknown[]).includes(type);
+}
 
 export interface Issue {
   /** Dotted path of the offending field, e.g. `entries.2.salience`. */

@@ -19,7 +19,7 @@ import {
   type WriteRequestInput,
 } from '../core/entry';
 import { isSealedWrite, parseWriteUpdate, type SealedWrite, type WriteUpdate } from '../core/sealed';
-import { InvalidInputError } from '../core/errors';
+import { InvalidInputError, isMemgateErrorType } from '../core/errors';
 import { entryIdSchema, MAX_EMBED_IDS, parseInput } from '../core/messages';
 import { writeLimitsOf, type Policy } from '../core/policy';
 import { z } from 'zod';
@@ -104,10 +104,14 @@ const { persistWrites, registerAgent, currentPolicy } = proxyLocalActivities<Wri
   },
 });
 
-/** What a failed persist tells each waiting Update: its own typed failure, else "retry later". */
+/**
+ * What a failed persist tells each waiting Update: its own typed failure, else "retry later".
+ * Any other error reaches here as an ApplicationFailure too (the SDK types it by the error's
+ * class name), so only a type of the closed list passes through.
+ */
 function persistFailure(err: unknown): Error {
   const cause = err instanceof ActivityFailure ? err.cause : err;
-  if (cause instanceof ApplicationFailure) return cause;
+  if (cause instanceof ApplicationFailure && isMemgateErrorType(cause.type)) return cause;
   return ApplicationFailure.create({
     type: 'StackUnavailable',
     message: `the write could not be persisted; retrying it is safe: ${(err as Error).message}`,

@@ -1,5 +1,12 @@
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
-import { continueAsNew, executeChild, log, proxyActivities, workflowInfo } from '@temporalio/workflow';
+import {
+  continueAsNew,
+  executeChild,
+  log,
+  proxyActivities,
+  rootCause,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { NightlyActivities } from '../activities';
 import type { ConsolidationReport, PhaseCounts } from '../core/messages';
 import { consolidateAgentInputSchema, phaseCountsSchema, type ConsolidateAgentInput } from '../core/messages';
@@ -174,7 +181,9 @@ export async function nightlyConsolidation(raw: NightlyInput = {}): Promise<Nigh
             result.totals[key] += report.counts[key];
           }
         } catch (err) {
-          result.failed.push({ agentId, error: (err as Error).message });
+          // A child's failure says only that the child (or its activity) failed: why is the
+          // innermost cause.
+          result.failed.push({ agentId, error: rootCause(err) ?? (err as Error).message });
         }
       }
     };

@@ -161,7 +161,12 @@ function step(
       expect(['admit', 'rehydrate']).toContain(op);
       expect(blocked.reasons.length).toBeGreaterThan(0);
       const record = op === 'rehydrate' ? lastEviction(state, blocked.incoming.id) : undefined;
-      const displacer = record && state.segments.find((s) => s.id === record.displacedBy);
+      // Only a displacer that has stayed in the window since can hold the pin that forced the
+      // eviction: one that left and came back (its `displaced` list then names whom it pushed
+      // out on the way back) took no pin along.
+      const displacer =
+        record &&
+        state.segments.find((s) => s.id === record.displacedBy && s.displaced.includes(record.segmentId));
       if (record?.displacerPinned && displacer && isPinned(displacer)) {
         // evictedByLivePin whenever one of the displacing pins still holds
         const holds = displacer.pins.some((p) =>
