@@ -105,6 +105,15 @@ export const CONFIG_SPECS = {
     default: 'memgate',
     doc: 'task queue of the memgate worker',
   }),
+  workerBuildId: spec({
+    env: 'MEMGATE_WORKER_BUILD_ID',
+    schema: z
+      .string()
+      .trim()
+      .regex(/^[A-Za-z0-9_-]{1,200}$/),
+    allowed: 'letters, digits, _ and -, at most 200',
+    doc: "the worker's version in the Worker Deployment named MEMGATE_TASK_QUEUE (docs/versioning.md); unset, the worker is unversioned",
+  }),
   mongoUri: spec({
     env: 'MONGODB_URI',
     schema: z.string().regex(/^mongodb(\+srv)?:\/\//, 'mongodb:// or mongodb+srv:// URI'),

