@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { EvictionBoundaryError, InvalidConfigError } from './errors';
 import { MIN_CONNECTIONS_PER_PROCESS } from './admission';
 import { policyConflicts } from './policy';
+import { MAX_WINDOW_CAPACITY } from './window/model';
 
 /**
  * The one configuration object. Each field is read from one environment variable, validated
@@ -551,8 +552,8 @@ export const CONFIG_SPECS = {
   }),
   windowTokens: spec({
     env: 'MEMGATE_WINDOW_TOKENS',
-    schema: count,
-    allowed: 'a positive integer of tokens',
+    schema: z.coerce.number().int().positive().max(MAX_WINDOW_CAPACITY),
+    allowed: `a positive integer of tokens, at most ${MAX_WINDOW_CAPACITY}`,
     default: '40000',
     doc: 'token capacity of a new context window session',
   }),

@@ -1,5 +1,6 @@
 import type { BlockReason, Refusal } from './blocked';
 import {
+  MAX_WINDOW_SEGMENTS,
   isPinned,
   isStandingDisplacer,
   samePin,
@@ -21,8 +22,12 @@ const EPSILON = 1e-9;
  * out unnecessary is kept. The last one taken is always needed, so the highest displaced
  * salience is the same as plain lowest-first order.
  */
-export function cheapestDisplacement(candidates: Segment[], need: number): Segment[] | undefined {
-  if (need <= 0) return [];
+export function cheapestDisplacement(
+  candidates: Segment[],
+  need: number,
+  needSegments = 0,
+): Segment[] | undefined {
+  if (need <= 0 && needSegments <= 0) return [];
   const order = [...candidates].sort(
     (a, b) =>
       a.salience - b.salience ||
@@ -32,13 +37,13 @@ export function cheapestDisplacement(candidates: Segment[], need: number): Segme
   const chosen: Segment[] = [];
   let freed = 0;
   for (const s of order) {
-    if (freed >= need) break;
+    if (freed >= need && chosen.length >= needSegments) break;
     chosen.push(s);
     freed += s.tokens;
   }
-  if (freed < need) return undefined;
+  if (freed < need || chosen.length < needSegments) return undefined;
   for (let i = chosen.length - 2; i >= 0; i--) {
-    if (freed - chosen[i]!.tokens >= need) {
+    if (freed - chosen[i]!.tokens >= need && chosen.length - 1 >= needSegments) {
       freed -= chosen[i]!.tokens;
       chosen.splice(i, 1);
     }
@@ -52,6 +57,11 @@ export type WindowDecision =
 
 function tokensNeeded(state: WindowState, incoming: SegmentRef): number {
   return usedTokens(state) + incoming.tokens - state.settings.capacity;
+}
+
+/** At the segment bound, an entry makes room as at capacity: one segment goes for it. */
+function segmentsNeeded(state: WindowState): number {
+  return Math.max(0, state.segments.length + 1 - MAX_WINDOW_SEGMENTS);
 }
 
 function refuse(
@@ -87,10 +97,12 @@ function refuse(
  */
 export function decideAdmission(state: WindowState, incoming: SegmentRef): WindowDecision {
   const need = tokensNeeded(state, incoming);
-  if (need <= 0) return { action: 'admit', mode: 'slack', displace: [] };
+  const count = segmentsNeeded(state);
+  if (need <= 0 && count <= 0) return { action: 'admit', mode: 'slack', displace: [] };
   const displace = cheapestDisplacement(
     state.segments.filter((s) => !isPinned(s)),
     need,
+    count,
   );
   if (displace) return { action: 'admit', mode: 'evict', displace };
   return refuse(
@@ -98,7 +110,7 @@ export function decideAdmission(state: WindowState, incoming: SegmentRef): Windo
     'admit',
     incoming,
     ['noUnpinnedRoom'],
-    cheapestDisplacement(state.segments, need) ?? [],
+    cheapestDisplacement(state.segments, need, count) ?? [],
     [],
   );
 }
@@ -132,7 +144,8 @@ export function decideRehydration(
     }
   }
   const need = tokensNeeded(state, incoming);
-  if (need <= 0) {
+  const count = segmentsNeeded(state);
+  if (need <= 0 && count <= 0) {
     if (reasons.length) return refuse(state, 'rehydrate', incoming, reasons, [], pins);
     return { action: 'admit', mode: record ? 'slack' : 'neverAdmitted', displace: [] };
   }
@@ -142,14 +155,15 @@ export function decideRehydration(
   const swap = cheapestDisplacement(
     state.segments.filter((s) => movable(s) && beatsByMargin(s)),
     need,
+    count,
   );
   if (swap && reasons.length === 0) return { action: 'admit', mode: 'swap', displace: swap };
   if (swap) return refuse(state, 'rehydrate', incoming, reasons, swap, pins);
-  const throughPins = cheapestDisplacement(state.segments.filter(beatsByMargin), need);
+  const throughPins = cheapestDisplacement(state.segments.filter(beatsByMargin), need, count);
   if (throughPins) {
     return refuse(state, 'rehydrate', incoming, [...reasons, 'wouldDisplacePinned'], throughPins, pins);
   }
-  const overMargin = cheapestDisplacement(state.segments.filter(movable), need);
+  const overMargin = cheapestDisplacement(state.segments.filter(movable), need, count);
   if (overMargin) {
     return refuse(state, 'rehydrate', incoming, [...reasons, 'marginNotMet'], overMargin, pins);
   }
@@ -158,7 +172,7 @@ export function decideRehydration(
     'rehydrate',
     incoming,
     [...reasons, 'noUnpinnedRoom'],
-    cheapestDisplacement(state.segments, need) ?? [],
+    cheapestDisplacement(state.segments, need, count) ?? [],
     pins,
   );
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { zodIssues } from '../entry';
+import { encodedBytes, zodIssues } from '../entry';
 import { InvalidInputError } from '../errors';
 
 /**
@@ -96,13 +96,28 @@ export const pinSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('untilTurn'), expiresAtTurn: turnSchema }),
 ]);
 
+/**
+ * A window's state travels whole through every continue-as-new, under Temporal's 2 MB payload
+ * limit, so it is bounded in every dimension, not by tokens alone
+ * (docs/invariants.md, Window state is bounded):
+ * - at most this many resident segments: at the bound an entry displaces, as at capacity;
+ * - a capacity of at most this many tokens (the largest model windows of the day, with room);
+ * - at most this many pins per segment, and at most 1,000 retained eviction records;
+ * - a state past this many bytes refuses new entries and pins; one more update stays under
+ *   2 MB (test/unit/window-limits.test.ts).
+ */
+export const MAX_WINDOW_SEGMENTS = 1_000;
+export const MAX_WINDOW_CAPACITY = 2_000_000;
+export const MAX_PINS_PER_SEGMENT = 3;
+export const MAX_WINDOW_STATE_BYTES = 768 * 1024;
+
 export const windowSettingsSchema = z.strictObject({
-  capacity: tokensSchema,
+  capacity: tokensSchema.max(MAX_WINDOW_CAPACITY, `must be at most ${MAX_WINDOW_CAPACITY} tokens`),
   decay: z.number().gt(0, 'must be in (0, 1]').max(1, 'must be in (0, 1]'),
   rehydrationThreshold: salienceSchema,
   margin: salienceSchema,
   pinGuard: z.boolean().default(true),
-  retainedEvictions: z.number().int().min(0).default(1_000),
+  retainedEvictions: z.number().int().min(0).max(1_000).default(1_000),
 });
 export type WindowSettingsInput = z.input<typeof windowSettingsSchema>;
 
@@ -201,4 +216,33 @@ export function lastEviction(state: WindowState, segmentId: string): EvictionRec
     if (state.evictions[i]!.segmentId === segmentId) return state.evictions[i];
   }
   return undefined;
+}
+
+/** The state's JSON beside its segments and records: keys, settings, turn and counts. */
+const STATE_OVERHEAD = 1_024;
+
+/**
+ * Encoded bytes of a segment or record, each measured once: they are never changed in place
+ * (a transition makes new ones), so a window measures only what an update added.
+ */
+const measured = new WeakMap<object, number>();
+function bytesOf(item: object): number {
+  let bytes = measured.get(item);
+  if (bytes === undefined) {
+    bytes = encodedBytes(item);
+    measured.set(item, bytes);
+  }
+  return bytes;
+}
+
+/**
+ * An upper bound on the encoded bytes of a window's state, without encoding it whole: a
+ * window checks it on every entry and pin, and encoding a state near the bound takes
+ * milliseconds. Each segment and record counts as it encodes, plus its comma.
+ */
+export function stateBytesBound(state: WindowState): number {
+  let bytes = STATE_OVERHEAD;
+  for (const s of state.segments) bytes += bytesOf(s) + 1;
+  for (const e of state.evictions) bytes += bytesOf(e) + 1;
+  return bytes;
 }

@@ -3,6 +3,9 @@ import { RehydrationBlocked } from './blocked';
 import { decideAdmission, decideRehydration, type WindowDecision } from './decide';
 import { retainEvictions } from './retention';
 import {
+  MAX_PINS_PER_SEGMENT,
+  MAX_WINDOW_STATE_BYTES,
+  stateBytesBound,
   admitSchema,
   advanceTurnSchema,
   describePin,
@@ -142,6 +145,17 @@ function requireFits(state: WindowState, tokens: number): void {
   }
 }
 
+/** Past its byte bound a window takes nothing more in (docs/invariants.md, Window state is bounded). */
+function requireStateRoom(state: WindowState): void {
+  const bytes = stateBytesBound(state);
+  if (bytes > MAX_WINDOW_STATE_BYTES) {
+    throw new ConflictError(
+      `the window's state holds ${bytes} bytes, past its bound of ${MAX_WINDOW_STATE_BYTES}: close this session and open another`,
+      { stateBytes: bytes, maxStateBytes: MAX_WINDOW_STATE_BYTES },
+    );
+  }
+}
+
 function requireLivePin(state: WindowState, pin: Pin): void {
   if (pin.kind === 'untilTurn' && pin.expiresAtTurn <= state.turn) {
     throw new InvalidInputError('pin already expired', [
@@ -178,6 +192,7 @@ function enter(state: WindowState, segment: Segment, displace: Segment[], mode: 
 export function validateAdmit(state: WindowState, input: unknown) {
   const req = parseWith(admitSchema, input, 'admit');
   requireFits(state, req.tokens);
+  requireStateRoom(state);
   if (resident(state, req.segmentId)) {
     throw new ConflictError(`segment ${req.segmentId} is already in the window`, {
       segmentId: req.segmentId,
@@ -213,6 +228,7 @@ export function admit(state: WindowState, input: unknown): Transition<EntryResul
 
 export function validateRehydrate(state: WindowState, input: unknown) {
   const req = parseWith(rehydrateSchema, input, 'rehydrate');
+  requireStateRoom(state);
   if (resident(state, req.segmentId)) {
     throw new ConflictError(`segment ${req.segmentId} is already in the window`, {
       segmentId: req.segmentId,
@@ -266,6 +282,13 @@ export function validatePin(state: WindowState, input: unknown) {
       pin: req.pin,
     });
   }
+  if (segment.pins.length >= MAX_PINS_PER_SEGMENT) {
+    throw new ConflictError(
+      `segment ${req.segmentId} already holds ${MAX_PINS_PER_SEGMENT} pins, the most a segment holds`,
+      { segmentId: req.segmentId, pins: segment.pins },
+    );
+  }
+  requireStateRoom(state);
   return { segment, pin: req.pin };
 }
 

@@ -38,6 +38,8 @@ describe('configuration', () => {
     ['MEMGATE_EVICT_LOSSY_SUBSUMED', 'yes'],
     // A deployment version is `<task queue>.<build id>`: a dot would make it ambiguous.
     ['MEMGATE_WORKER_BUILD_ID', 'release.1'],
+    // Past the window's ceiling its state could outgrow what continue-as-new carries.
+    ['MEMGATE_WINDOW_TOKENS', '2000001'],
   ])('names the variable %s=%s and what is allowed', (variable, value) => {
     try {
       parseConfig({ [variable]: value });
