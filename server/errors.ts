@@ -33,6 +33,38 @@ export interface ErrorBody {
 export interface HttpError {
   status: number;
   body: ErrorBody;
+  /** Set when the answer holds back the error's text: the log line carries it under this id. */
+  errorId?: string;
+}
+
+/**
+ * The types whose message carries another server's words (the store's driver, Temporal, an
+ * embeddings or model endpoint): hosts, collection names, a server's own diagnosis. A caller
+ * gets what it may do and an id to quote; the server's log has the text under that id.
+ */
+const OPAQUE: Partial<Record<MemgateErrorType, string>> = {
+  StackUnavailable: 'a server memgate depends on did not answer in time; retrying is safe',
+  ModelError: 'the model endpoint failed this call',
+};
+
+/** An error as a caller of the HTTP API or MCP sees it. */
+export function publicError(err: MemgateError): {
+  type: MemgateErrorType;
+  message: string;
+  details: Record<string, unknown>;
+  errorId?: string;
+} {
+  if (err instanceof InvalidConfigError) {
+    // The value a variable held could be a secret; the variable and the rule are enough.
+    const { variable, allowed } = err;
+    return { type: err.type, message: `${variable} is invalid: ${allowed}`, details: { variable, allowed } };
+  }
+  const opaque = OPAQUE[err.type];
+  if (opaque) {
+    const errorId = crypto.randomUUID().replaceAll('-', '').slice(0, 12);
+    return { type: err.type, message: `${opaque} (error ${errorId})`, details: { errorId }, errorId };
+  }
+  return { type: err.type, message: redact(err.message), details: err.details };
 }
 
 const INTERNAL_MESSAGE = 'internal error: the server failed to answer this request';
@@ -68,15 +100,8 @@ function frameworkClientError(err: unknown): { status: number; code: string; mes
 /** The status and JSON body for any error a handler threw or Fastify raised. */
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof MemgateError) {
-    if (err instanceof InvalidConfigError) {
-      // The value a variable held could be a secret; the variable and the rule are enough.
-      const { variable, allowed } = err;
-      return {
-        status: STATUS_BY_TYPE[err.type],
-        body: body(err.type, `${variable} is invalid: ${allowed}`, { variable, allowed }),
-      };
-    }
-    return { status: STATUS_BY_TYPE[err.type], body: body(err.type, err.message, err.details) };
+    const { type, message, details, errorId } = publicError(err);
+    return { status: STATUS_BY_TYPE[type], body: body(type, message, details), ...(errorId && { errorId }) };
   }
   const framework = frameworkClientError(err);
   if (framework) {

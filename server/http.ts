@@ -17,8 +17,11 @@ export interface ServerOptions {
    * MemgateError answers with its status.
    */
   authenticate?: onRequestAsyncHookHandler;
-  /** Told of every failure answered with a 5xx (the caller sees only its type and message). */
-  onServerError?: (err: unknown, request: FastifyRequest) => void;
+  /**
+   * Told of every failure answered with a 5xx, with the id the answer gives for it when the
+   * answer holds its text back (server/errors.ts, publicError).
+   */
+  onServerError?: (err: unknown, request: FastifyRequest, errorId?: string) => void;
   /** Serve over TLS with this certificate (chain) and key, PEM. */
   https?: { cert: Buffer; key: Buffer };
   /** Told of every answered request: its operation, status and time (the metrics record it). */
@@ -135,10 +138,10 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
   }
 
   app.setErrorHandler((err, request, reply) => {
-    const { status, body } = toHttpError(err);
+    const { status, body, errorId } = toHttpError(err);
     // Busy, not broken: a client that honours Retry-After comes back when it may be served.
     if (status === 503) void reply.header('retry-after', '1');
-    if (status >= 500) options.onServerError?.(err, request);
+    if (status >= 500 || errorId) options.onServerError?.(err, request, errorId);
     return reply.code(status).send(body);
   });
   app.setNotFoundHandler((request, reply) => {

@@ -3,6 +3,7 @@ import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/
 import { z } from 'zod';
 import { agentIdSchema, writeEntrySchema, type WriteEntryInput } from '../core/entry';
 import { InvalidInputError, MemgateError } from '../core/errors';
+import { publicError } from './errors';
 import { assertInScope, type KeyScope } from '../core/keys';
 import { eraseAgentInputSchema, forgetInputSchema, restoreInputSchema } from '../core/messages';
 import { writeLimitsOf } from '../core/policy';
@@ -35,8 +36,11 @@ export interface McpDeps {
    * of the request, over stdio the configured key (so a revoked key stops working at once).
    */
   scope(): Promise<KeyScope>;
-  /** Told of every failure that is not a MemgateError (the caller sees only `Internal`). */
-  onServerError?: (err: unknown) => void;
+  /**
+   * Told of every failure that is not a MemgateError (the caller sees only `Internal`), and of
+   * one whose text the answer holds back, with the id the answer gives for it.
+   */
+  onServerError?: (err: unknown, errorId?: string) => void;
 }
 
 export const MCP_SERVER_NAME = 'memgate';
@@ -52,17 +56,21 @@ function ok(value: unknown): CallToolResult {
 }
 
 /** A MemgateError as a tool error: `Type: message`, then its details as JSON. */
-export function toolError(err: unknown, onServerError?: (err: unknown) => void): CallToolResult {
+export function toolError(
+  err: unknown,
+  onServerError?: (err: unknown, errorId?: string) => void,
+): CallToolResult {
   if (!(err instanceof MemgateError)) {
     onServerError?.(err);
     const error = { type: 'Internal', message: 'internal error: the server failed to answer this call' };
     return { isError: true, content: [{ type: 'text', text: `${error.type}: ${error.message}` }] };
   }
-  const error = { type: err.type, message: err.message, details: err.details };
-  const details = Object.keys(err.details).length ? `\n${JSON.stringify(err.details, null, 2)}` : '';
+  const { errorId, ...error } = publicError(err);
+  if (errorId) onServerError?.(err, errorId);
+  const details = Object.keys(error.details).length ? `\n${JSON.stringify(error.details, null, 2)}` : '';
   return {
     isError: true,
-    content: [{ type: 'text', text: `${err.type}: ${err.message}${details}` }],
+    content: [{ type: 'text', text: `${error.type}: ${error.message}${details}` }],
     structuredContent: { error },
   };
 }

@@ -21,7 +21,7 @@ export interface McpMountDeps {
   windows: WindowClient;
   /** The scope of a live key, or Unauthenticated (MemgateClient.authenticate). */
   authenticate(key: string): Promise<KeyScope>;
-  onServerError?: (err: unknown) => void;
+  onServerError?: (err: unknown, errorId?: string) => void;
 }
 
 /** A JSON-RPC error with no request id, as the transport answers what it cannot take. */

@@ -31,7 +31,8 @@ export function registerMcpCommands(program: Command): void {
           memgate: client,
           windows: new WindowClient(client.temporal, c),
           scope: () => client.authenticate(key),
-          onServerError: (err) => console.error('memgate mcp: a tool call failed:', err),
+          onServerError: (err, errorId) =>
+            console.error(`memgate mcp: a tool call failed${errorId ? ` (error ${errorId})` : ''}:`, err),
         });
         const transport = new StdioServerTransport();
         const closed = new Promise<void>((resolve) => {

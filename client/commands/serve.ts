@@ -88,7 +88,8 @@ export async function startHttpServer(
     ...(https && { https }),
     // Every operation needs a live API key covering what it names (`memgate keys create`).
     authenticate: requireKey((key) => client.authenticate(key)),
-    onServerError: (err, request) => console.error(`${request.method} ${request.url} failed:`, err),
+    onServerError: (err, request, errorId) =>
+      console.error(`${request.method} ${request.url} failed${errorId ? ` (error ${errorId})` : ''}:`, err),
     onAnswered: await answeredMetrics(c),
     rateLimitPerMinute: c.httpRateLimit,
     codecOrigins: [
@@ -101,7 +102,8 @@ export async function startHttpServer(
   mountMcp(app, {
     ...deps,
     authenticate: (key) => client.authenticate(key),
-    onServerError: (err) => console.error('MCP call failed:', err),
+    onServerError: (err, errorId) =>
+      console.error(`MCP call failed${errorId ? ` (error ${errorId})` : ''}:`, err),
   });
   const host = c.httpHost;
   try {

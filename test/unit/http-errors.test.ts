@@ -42,8 +42,10 @@ describe('the type → status table', () => {
     expect(answer.status).toBe(status);
     expect(STATUS_BY_TYPE[err.type]).toBe(status);
     expect(answer.body.error.type).toBe(err.type);
-    // InvalidConfig alone is reworded, without the value (below).
-    if (err.type !== 'InvalidConfig') expect(answer.body.error.message).toBe(err.message);
+    // InvalidConfig, StackUnavailable and ModelError are reworded (below).
+    if (!['InvalidConfig', 'StackUnavailable', 'ModelError'].includes(err.type)) {
+      expect(answer.body.error.message).toBe(err.message);
+    }
   });
 
   it('keeps the issues of InvalidInput and the refusal of RehydrationBlocked in the details', () => {
@@ -55,8 +57,25 @@ describe('the type → status table', () => {
   it('leaves out the value an invalid variable held, and credentials in a URI', () => {
     const config = toHttpError(new InvalidConfigError('OPENAI_API_KEY', 'a non-empty key', 'sk-secret'));
     expect(JSON.stringify(config.body)).not.toContain('sk-secret');
-    const down = toHttpError(new StackUnavailableError('cannot reach mongodb://memgate:hunter2@db:27017/x'));
-    expect(down.body.error.message).toBe('cannot reach mongodb://***@db:27017/x');
+    const missing = toHttpError(new NotFoundError('no agent at mongodb://memgate:hunter2@db:27017/x'));
+    expect(missing.body.error.message).toBe('no agent at mongodb://***@db:27017/x');
+  });
+
+  it.each([
+    new StackUnavailableError('connection 7 to db-internal.prod:27017 closed: MongoNetworkError', {
+      operation: 'entries_hot.find',
+    }),
+    new ModelError('upstream 500 from http://10.0.3.7:8790/v1/embeddings: CUDA out of memory', true),
+  ])("holds back another server's words ($type), giving an id the log has them under", (err) => {
+    const answer = toHttpError(err);
+    expect(answer.status).toBe(STATUS_BY_TYPE[err.type]);
+    expect(answer.body.error.type).toBe(err.type);
+    expect(answer.errorId).toMatch(/^[0-9a-f]{12}$/);
+    expect(answer.body.error.details).toEqual({ errorId: answer.errorId });
+    expect(answer.body.error.message).toContain(answer.errorId);
+    expect(JSON.stringify(answer.body)).not.toMatch(/27017|db-internal|Mongo|10\.0\.3|CUDA|entries_hot/);
+    // Each failure has an id of its own.
+    expect(toHttpError(err).errorId).not.toBe(answer.errorId);
   });
 
   it('answers anything else with a generic 500 that says nothing of it', () => {
