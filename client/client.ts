@@ -9,6 +9,7 @@ import {
 import { StackUnavailableError, UnauthenticatedError } from '../core/errors';
 import { assertInScope, type KeyScope } from '../core/keys';
 import { authenticate } from '../store/keys';
+import { claimForKey, releaseForKey } from '../store/quotas';
 import type { Config } from '../core/config';
 import {
   agentIdSchema,
@@ -21,7 +22,7 @@ import {
 } from '../core/entry';
 import { parseRecallRequest, type RecallRequestInput } from '../core/recall';
 import { storeLimitsOf } from '../store/guard';
-import { openStore, type Store } from '../store/db';
+import { openStore, type QuotaKind, type Store } from '../store/db';
 import { adoptPolicy } from '../store/policy';
 import { policyOf, writeLimitsOf, type Policy } from '../core/policy';
 import { assertAsOfKept, recall, type RecallResult, type SemanticQuery } from '../store/recall';
@@ -414,6 +415,20 @@ export class MemgateClient {
    * The scope of a live API key (`Authorization: Bearer <key>` on the servers), or
    * Unauthenticated; the key itself is compared with its stored digest only.
    */
+  /**
+   * A call for a key counts toward the key's quota (store/quotas.ts): a write for an agent it
+   * has not written for, a window it opens. QuotaExceeded when the key holds its quota.
+   */
+  async claimForKey(scope: KeyScope, kind: QuotaKind, id: string): Promise<void> {
+    const max = kind === 'agent' ? this.config.keyMaxAgents : this.config.keyMaxWindows;
+    await typed(() => claimForKey(this.store, { keyId: scope.keyId, kind, id, max, at: Date.now() }));
+  }
+
+  /** The key gives a window it closed back to its quota. */
+  async releaseForKey(scope: KeyScope, kind: QuotaKind, id: string): Promise<void> {
+    await typed(() => releaseForKey(this.store, scope.keyId, kind, id));
+  }
+
   async authenticate(key: string): Promise<KeyScope> {
     const scope = await typed(() => authenticate(this.store, key));
     if (!scope) throw new UnauthenticatedError('no live API key: create one with `memgate keys create`');

@@ -19,6 +19,7 @@ import {
   ModelError,
   NotFoundError,
   ForbiddenError,
+  QuotaExceededError,
   RateLimitedError,
   StackUnavailableError,
   UnauthenticatedError,
@@ -47,6 +48,7 @@ const REBUILT: Readonly<
   Unauthenticated: (f, d) => new UnauthenticatedError(f.message, d),
   Forbidden: (f, d) => new ForbiddenError(f.message, d),
   RateLimited: (f, d) => new RateLimitedError(f.message, d),
+  QuotaExceeded: (f, d) => new QuotaExceededError(f.message, d),
 };
 
 /**

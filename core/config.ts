@@ -231,6 +231,20 @@ export const CONFIG_SPECS = {
     default: '1200',
     doc: 'requests a minute one API key (or, without one, one address) may make of one `memgate serve` (HTTP and MCP); past it a call is 429 RateLimited with Retry-After, before anything is read, so one caller cannot slow the others. Each serve process counts its own',
   }),
+  keyMaxAgents: spec({
+    env: 'MEMGATE_KEY_MAX_AGENTS',
+    schema: count.max(10_000_000),
+    allowed: 'a positive integer of at most 10000000',
+    default: '1000',
+    doc: 'agents one API key may write for over HTTP and MCP (each is a workflow that runs as long as the agent, and a child every night); a write for one more is 403 QuotaExceeded, and erasing an agent gives its place back. Counted in the store, across every serve process',
+  }),
+  keyMaxWindows: spec({
+    env: 'MEMGATE_KEY_MAX_WINDOWS',
+    schema: count.max(1_000_000),
+    allowed: 'a positive integer of at most 1000000',
+    default: '100',
+    doc: 'context window sessions one API key may hold open over HTTP and MCP; opening one more is 403 QuotaExceeded, and closing one gives its place back',
+  }),
   httpHost: spec({
     env: 'MEMGATE_HTTP_HOST',
     schema: text,

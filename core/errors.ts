@@ -29,6 +29,7 @@ export const MEMGATE_ERROR_TYPES = [
   'Unauthenticated',
   'Forbidden',
   'RateLimited',
+  'QuotaExceeded',
 ] as const;
 export type MemgateErrorType = (typeof MEMGATE_ERROR_TYPES)[number];
 
@@ -125,4 +126,12 @@ export class ForbiddenError extends MemgateError {
 export class RateLimitedError extends MemgateError {
   readonly type = 'RateLimited' as const;
   override readonly retryable = true;
+}
+
+/**
+ * A call its key's quota refuses (MEMGATE_KEY_MAX_AGENTS, MEMGATE_KEY_MAX_WINDOWS): nothing was
+ * written. Not retryable as it stands: the key holds its quota until it gives something back.
+ */
+export class QuotaExceededError extends MemgateError {
+  readonly type = 'QuotaExceeded' as const;
 }

@@ -23,6 +23,7 @@ export const STATUS_BY_TYPE: Readonly<Record<HttpErrorType, number>> = {
   ModelError: 502,
   StackUnavailable: 503,
   RateLimited: 429,
+  QuotaExceeded: 403,
   Internal: 500,
 };
 
@@ -62,7 +63,14 @@ export function publicError(err: MemgateError): {
   const opaque = OPAQUE[err.type];
   if (opaque) {
     const errorId = crypto.randomUUID().replaceAll('-', '').slice(0, 12);
-    return { type: err.type, message: `${opaque} (error ${errorId})`, details: { errorId }, errorId };
+    // Of the details, only the readiness checks, which name a server and no text of it.
+    const checks = err.details.checks;
+    return {
+      type: err.type,
+      message: `${opaque} (error ${errorId})`,
+      details: { errorId, ...(checks !== undefined && { checks }) },
+      errorId,
+    };
   }
   return { type: err.type, message: redact(err.message), details: err.details };
 }

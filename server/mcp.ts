@@ -126,6 +126,7 @@ export function buildMcpServer(deps: McpDeps): McpServer {
         ]);
       }
       const list = entries ?? (one.text !== undefined ? [one as WriteEntryInput] : []);
+      await memgate.claimForKey(await deps.scope(), 'agent', agentId);
       return memgate.write({ agentId, entries: list });
     },
   );
@@ -184,7 +185,10 @@ export function buildMcpServer(deps: McpDeps): McpServer {
         "Open a session's context window (a token budget of segments), with the configured settings and any of these overrides; answers the open window if it is already open (a Conflict error if its settings differ).",
       inputSchema: sessionInput.extend(openWindowBodySchema.shape),
     },
-    ({ sessionId, ...overrides }) => windows.open(sessionId, overrides),
+    async ({ sessionId, ...overrides }) => {
+      await memgate.claimForKey(await deps.scope(), 'window', sessionId);
+      return windows.open(sessionId, overrides);
+    },
   );
 
   tool(
@@ -272,7 +276,11 @@ export function buildMcpServer(deps: McpDeps): McpServer {
         'End the session and answer its summary; later calls but window_show are Conflict errors until it is opened again (empty).',
       inputSchema: sessionInput,
     },
-    ({ sessionId }) => windows.close(sessionId),
+    async ({ sessionId }) => {
+      const summary = await windows.close(sessionId);
+      await memgate.releaseForKey(await deps.scope(), 'window', sessionId);
+      return summary;
+    },
   );
 
   return server;

@@ -168,7 +168,7 @@ async function streamed(chunks: AsyncGenerator<string, void>, type: string): Pro
   return new Response(body, { headers: { 'content-type': type } });
 }
 
-const WRITE_ERRORS: HttpErrorType[] = ['InvalidInput', 'StackUnavailable'];
+const WRITE_ERRORS: HttpErrorType[] = ['InvalidInput', 'QuotaExceeded', 'StackUnavailable'];
 const WINDOW_ERRORS: HttpErrorType[] = ['InvalidInput', 'NotFound', 'Conflict', 'StackUnavailable'];
 
 export function buildRoutes(deps: ServerDeps): Route[] {
@@ -230,10 +230,11 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       body: writeBody,
       response: writeResultSchema,
       errors: WRITE_ERRORS,
-      handle: ({ params, body, raw }) =>
-        memgate.write({ ...rawObject(raw), agentId: sameAgent(params.agentId, body) } as Parameters<
-          MemgateClient['write']
-        >[0]),
+      handle: async ({ params, body, raw, keyScope }) => {
+        const agentId = sameAgent(params.agentId, body);
+        if (keyScope) await memgate.claimForKey(keyScope, 'agent', agentId);
+        return memgate.write({ ...rawObject(raw), agentId } as Parameters<MemgateClient['write']>[0]);
+      },
     }),
     route({
       method: 'POST',
@@ -355,8 +356,11 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       body: openWindowBodySchema,
       bodyOptional: true,
       response: windowViewSchema,
-      errors: ['InvalidInput', 'Conflict', 'StackUnavailable'],
-      handle: ({ params, body }) => windows.open(params.sessionId, body),
+      errors: ['InvalidInput', 'Conflict', 'QuotaExceeded', 'StackUnavailable'],
+      handle: async ({ params, body, keyScope }) => {
+        if (keyScope) await memgate.claimForKey(keyScope, 'window', params.sessionId);
+        return windows.open(params.sessionId, body);
+      },
     }),
     route({
       method: 'GET',
@@ -441,7 +445,11 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       params: sessionParams,
       response: windowSummarySchema,
       errors: WINDOW_ERRORS,
-      handle: ({ params }) => windows.close(params.sessionId),
+      handle: async ({ params, keyScope }) => {
+        const summary = await windows.close(params.sessionId);
+        if (keyScope) await memgate.releaseForKey(keyScope, 'window', params.sessionId);
+        return summary;
+      },
     }),
   ];
 }

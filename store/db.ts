@@ -216,6 +216,28 @@ export interface Collections {
   vectorChanges: Collection<VectorChange>;
   contentKeys: Collection<ContentKeyRecord>;
   payloadKeys: Collection<PayloadKeyRecord>;
+  keyClaims: Collection<KeyClaimRecord>;
+  keyQuotas: Collection<KeyQuotaRecord>;
+}
+
+/** What an API key holds toward its quota (store/quotas.ts): an agent it wrote for, a window it opened. */
+export type QuotaKind = 'agent' | 'window';
+
+/** `_id`: `<keyId> <kind> <id>`; `agentId` for an agent's, so erasing the agent removes it. */
+export interface KeyClaimRecord {
+  _id: string;
+  keyId: string;
+  kind: QuotaKind;
+  agentId?: string;
+  at: number;
+  /** Set once the key's counter took it: until then a concurrent call for the id waits. */
+  counted: boolean;
+}
+
+/** `_id`: `<keyId> <kind>`; how many claims of the kind the key holds. */
+export interface KeyQuotaRecord {
+  _id: string;
+  n: number;
 }
 
 /**
@@ -328,6 +350,8 @@ export async function openStore(uri: string, database: string, limits: StoreLimi
     vectorChanges: guard.collection(db.collection<VectorChange>('vector_changes')),
     contentKeys: guard.collection(db.collection<ContentKeyRecord>('content_keys')),
     payloadKeys: guard.collection(db.collection<PayloadKeyRecord>('payload_keys')),
+    keyClaims: guard.collection(db.collection<KeyClaimRecord>('key_claims')),
+    keyQuotas: guard.collection(db.collection<KeyQuotaRecord>('key_quotas')),
     // Sizes every database: under FerretDB that reads PostgreSQL, which a `ping` would not.
     answers: () =>
       guard
@@ -341,7 +365,7 @@ export async function openStore(uri: string, database: string, limits: StoreLimi
 // Read by `_id` only.
 type IndexedCollection = Exclude<
   keyof Collections,
-  'runs' | 'auditRecords' | 'policy' | 'apiKeys' | 'vectorFeeds'
+  'runs' | 'auditRecords' | 'policy' | 'apiKeys' | 'vectorFeeds' | 'keyQuotas'
 >;
 
 /**
@@ -386,6 +410,8 @@ export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string,
   contentKeys: [{ agentId: 1 }],
   // Read whole, once per process: a handful of keys.
   payloadKeys: [],
+  // Read by `_id`; erasing a whole agent deletes its claims by `agentId`.
+  keyClaims: [{ agentId: 1 }],
 };
 
 /** Idempotent. */

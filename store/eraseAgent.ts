@@ -1,6 +1,7 @@
 import { shredAgentContentKeys } from './contentKeys';
 import { ERASED, isErasure, type Store, type Tombstone } from './db';
 import { listKeys, revokeKey } from './keys';
+import { releaseAgentClaims } from './quotas';
 import { inBatches, TIERS, tierCollection } from './nightly';
 import { dropVectors } from './vectors';
 
@@ -176,8 +177,10 @@ export async function eraseAgentRecords(
     runsRemoved: runs.deletedCount,
     keysRevoked,
   };
+  // No key's quota claim names the agent any more; each key gets its place back.
+  const claims = await releaseAgentClaims(store, agentId);
   const counted =
-    removed.queriesRemoved + removed.ledgerRemoved + removed.termStatsRemoved + removed.runsRemoved;
+    removed.queriesRemoved + removed.ledgerRemoved + removed.termStatsRemoved + removed.runsRemoved + claims;
   if (!opts.erased && (counted > 0 || registered.deletedCount > 0 || keysRevoked.length > 0)) await record();
   return removed;
 }

@@ -10,6 +10,7 @@ import {
   InvalidInputError,
   ModelError,
   NotFoundError,
+  QuotaExceededError,
   RateLimitedError,
   StackUnavailableError,
   UnauthenticatedError,
@@ -39,6 +40,11 @@ const EVERY: Record<MemgateErrorType, MemgateError> = {
   Unauthenticated: new UnauthenticatedError('no key'),
   Forbidden: new ForbiddenError('not this agent'),
   RateLimited: new RateLimitedError('over the key’s share', { retryAfterMs: 1_000 }),
+  QuotaExceeded: new QuotaExceededError('key holds its quota of 2 agents', {
+    keyId: 'k',
+    kind: 'agent',
+    max: 2,
+  }),
 };
 
 /** As a failed workflow whose activity threw `err` reaches its client. */

@@ -1,0 +1,80 @@
+import type { FastifyInstance } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serverDeps } from '../../client/commands/serve';
+import { requireKey } from '../../server/auth';
+import { buildHttpServer } from '../../server/http';
+import { createKey } from '../../store/keys';
+import { startTestEnv, type TestEnv } from '../support/env';
+
+/**
+ * Quotas per API key (MEMGATE_KEY_MAX_AGENTS, MEMGATE_KEY_MAX_WINDOWS): an agent is a workflow
+ * that runs as long as the agent lives, a window one that runs as long as its session, so a
+ * key may create only so many. Past the quota the call is 403 QuotaExceeded and nothing is
+ * written; the key writes on for the agents it has, another key is not affected, closing a
+ * window and erasing an agent give their place back. Before the quotas, a key created as
+ * many as it asked for.
+ */
+let env: TestEnv;
+let app: FastifyInstance;
+let key: string;
+let other: string;
+
+beforeAll(async () => {
+  env = await startTestEnv({ MEMGATE_KEY_MAX_AGENTS: '2', MEMGATE_KEY_MAX_WINDOWS: '1' });
+  app = buildHttpServer(serverDeps(env.client, env.config), {
+    authenticate: requireKey((k) => env.client.authenticate(k)),
+  });
+  await app.ready();
+  key = (await createKey(env.store, '*', Date.now())).key;
+  other = (await createKey(env.store, '*', Date.now())).key;
+});
+afterAll(async () => {
+  await app?.close();
+  await env?.close();
+});
+
+async function call(as: string, method: 'POST' | 'PUT', url: string, payload: object = {}) {
+  const res = await app.inject({ method, url, headers: { authorization: `Bearer ${as}` }, payload });
+  return { status: res.statusCode, body: res.json() as { error?: { type: string; details: object } } };
+}
+
+const write = (as: string, agentId: string, text: string) =>
+  call(as, 'POST', `/v1/agents/${agentId}/memories`, { entries: [{ text }] });
+
+describe('quotas per key', () => {
+  it('refuses a write for one agent more, typed, and writes nothing of it', async () => {
+    const [a, b, c] = [env.agent('q-a'), env.agent('q-b'), env.agent('q-c')];
+    // Concurrent first writes for two agents count each once.
+    const first = await Promise.all([
+      write(key, a, 'one'),
+      write(key, b, 'two'),
+      write(key, a, 'three'),
+      write(key, b, 'four'),
+    ]);
+    expect(first.map((r) => r.status)).toEqual([200, 200, 200, 200]);
+    const refused = await write(key, c, 'one too many');
+    expect(refused.status).toBe(403);
+    expect(refused.body.error).toMatchObject({ type: 'QuotaExceeded', details: { kind: 'agent', max: 2 } });
+    expect(await env.store.hot.countDocuments({ agentId: c })).toBe(0);
+    // The key writes on for its agents; another key is not held by this one's quota.
+    expect((await write(key, a, 'still mine')).status).toBe(200);
+    expect((await write(other, c, 'from another key')).status).toBe(200);
+
+    // Erasing an agent gives its place back.
+    await env.client.eraseAgent({ agentId: b });
+    expect((await write(key, c, 'now there is room')).status).toBe(200);
+    expect((await write(key, b, 'b again is one too many')).status).toBe(403);
+  });
+
+  it('refuses a window more than the key may hold open, until one closes', async () => {
+    const [s1, s2] = [env.agent('session-1'), env.agent('session-2')];
+    expect((await call(key, 'PUT', `/v1/windows/${s1}`)).status).toBe(200);
+    // Opening the open one again is no second window.
+    expect((await call(key, 'PUT', `/v1/windows/${s1}`)).status).toBe(200);
+    const refused = await call(key, 'PUT', `/v1/windows/${s2}`);
+    expect(refused.status).toBe(403);
+    expect(refused.body.error).toMatchObject({ type: 'QuotaExceeded', details: { kind: 'window', max: 1 } });
+    expect((await call(key, 'POST', `/v1/windows/${s1}/close`)).status).toBe(200);
+    expect((await call(key, 'PUT', `/v1/windows/${s2}`)).status).toBe(200);
+  });
+});
