@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- name ...]`: runs each benchmark (bench/<name>.ts) in its own process, one
+ * `npm run bench [-- name ... --flag]`: runs each benchmark (bench/<name>.ts) in its own process, one
  * after another so they do not compete for the machine, and writes bench/results/<name>.json.
  */
 import { spawnSync } from 'node:child_process';
@@ -12,6 +12,8 @@ const all = readdirSync(dir)
   .map((f) => f.replace(/\.ts$/, ''))
   .sort();
 const names = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+/** Flags (`--lexical`) go to every benchmark run. */
+const flags = process.argv.slice(2).filter((a) => a.startsWith('-'));
 const unknown = names.filter((n) => !all.includes(n));
 if (unknown.length) {
   console.error(`unknown benchmark(s): ${unknown.join(', ')}; available: ${all.join(', ')}`);
@@ -21,7 +23,7 @@ mkdirSync(join(dir, 'results'), { recursive: true });
 let failed = 0;
 for (const name of names.length ? names : all) {
   console.error(`== bench/${name}`);
-  const r = spawnSync(join(dir, '..', 'node_modules', '.bin', 'tsx'), [join(dir, `${name}.ts`)], {
+  const r = spawnSync(join(dir, '..', 'node_modules', '.bin', 'tsx'), [join(dir, `${name}.ts`), ...flags], {
     stdio: ['ignore', 'pipe', 'inherit'],
     encoding: 'utf8',
     maxBuffer: 64 << 20,

@@ -231,6 +231,13 @@ export const CONFIG_SPECS = {
     default: '1200',
     doc: 'requests a minute one API key (or, without one, one address) may make of one `memgate serve` (HTTP and MCP); past it a call is 429 RateLimited with Retry-After, before anything is read, so one caller cannot slow the others. Each serve process counts its own',
   }),
+  httpInFlightPerKey: spec({
+    env: 'MEMGATE_HTTP_IN_FLIGHT_PER_KEY',
+    schema: count.max(10_000),
+    allowed: 'a positive integer of at most 10000',
+    default: '4',
+    doc: 'calls one API key (or, without one, one address) may have answered at once by one `memgate serve`; one more is 429 RateLimited at once. It bounds what one caller costs at any moment, which a count per minute does not (a deep recall can cost a thousand cheap calls)',
+  }),
   keyMaxAgents: spec({
     env: 'MEMGATE_KEY_MAX_AGENTS',
     schema: count.max(10_000_000),

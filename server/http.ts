@@ -33,6 +33,12 @@ export interface ServerOptions {
   codecOrigins?: string[];
   /** Requests a minute per API key (per address without one), health and the document aside. */
   rateLimitPerMinute?: number;
+  /**
+   * Calls of one key (or address) answered at once; one more is 429 RateLimited at once. A
+   * count per minute does not bound what a caller costs, since one deep recall can cost a
+   * thousand cheap ones: this bounds its share of the process at any moment.
+   */
+  inFlightPerCaller?: number;
 }
 
 /**
@@ -40,6 +46,9 @@ export interface ServerOptions {
  * authentication, so no one can spend another's share by naming its key id), from any
  * address; its address on a server without keys. The counts live in this process's memory.
  */
+/** When a caller at its bound of calls in flight may try again. */
+const IN_FLIGHT_RETRY_MS = 1_000;
+
 function caller(request: FastifyRequest): string {
   return request.keyScope ? `key:${request.keyScope.keyId}` : `ip:${request.ip}`;
 }
@@ -140,7 +149,9 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
   app.setErrorHandler((err, request, reply) => {
     const { status, body, errorId } = toHttpError(err);
     // Busy, not broken: a client that honours Retry-After comes back when it may be served.
-    if (status === 503) void reply.header('retry-after', '1');
+    if (status === 503 || (status === 429 && !reply.hasHeader('retry-after'))) {
+      void reply.header('retry-after', '1');
+    }
     if (status >= 500 || errorId) options.onServerError?.(err, request, errorId);
     return reply.code(status).send(body);
   });
@@ -148,6 +159,27 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
     const { status, body } = routeNotFound(request.method, request.url);
     return reply.code(status).send(body);
   });
+
+  const inFlight = new Map<string, number>();
+  /** One more call of the request's caller in flight, or RateLimited at its bound. */
+  const holdInFlight = (request: FastifyRequest): (() => void) | undefined => {
+    const limit = options.inFlightPerCaller;
+    if (limit === undefined) return undefined;
+    const who = caller(request);
+    const held = inFlight.get(who) ?? 0;
+    if (held >= limit) {
+      throw new RateLimitedError(
+        `${held} calls of this key are being answered, the most one key may have at once: try again once one is`,
+        { inFlightLimit: limit, retryAfterMs: IN_FLIGHT_RETRY_MS },
+      );
+    }
+    inFlight.set(who, held + 1);
+    return () => {
+      const left = (inFlight.get(who) ?? 1) - 1;
+      if (left > 0) inFlight.set(who, left);
+      else inFlight.delete(who);
+    };
+  };
 
   const routes = buildRoutes(deps);
   // In a plugin of their own, so that they are added once the rate limit is in place (its
@@ -166,8 +198,13 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
             ...parseRequest(r, request),
             ...(request.keyScope && { keyScope: request.keyScope }),
           };
-          const result = await r.handle(input as Parameters<typeof r.handle>[0]);
-          return reply.code(r.status ?? 200).send(result);
+          const release = r.open ? undefined : holdInFlight(request);
+          try {
+            const result = await r.handle(input as Parameters<typeof r.handle>[0]);
+            return await reply.code(r.status ?? 200).send(result);
+          } finally {
+            release?.();
+          }
         },
       });
     }

@@ -92,6 +92,7 @@ export async function startHttpServer(
       console.error(`${request.method} ${request.url} failed${errorId ? ` (error ${errorId})` : ''}:`, err),
     onAnswered: await answeredMetrics(c),
     rateLimitPerMinute: c.httpRateLimit,
+    inFlightPerCaller: c.httpInFlightPerKey,
     codecOrigins: [
       `http://127.0.0.1:${c.temporalUiPort}`,
       `http://localhost:${c.temporalUiPort}`,

@@ -36,7 +36,8 @@ beforeAll(async () => {
   const created = await runMemgate(env, ['keys', 'create', '--agents', '*']);
   expect(created.code).toBe(0);
   key = created.stdout.trim().split('\n').at(-1)!;
-  const serve = await spawnServe(env);
+  // One key makes every call here: its share of the server is not what this test is about.
+  const serve = await spawnServe(env, { MEMGATE_HTTP_IN_FLIGHT_PER_KEY: '10000' });
   processes.push(serve.child);
   api = serve.url;
 }, 180_000);

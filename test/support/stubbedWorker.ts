@@ -1,7 +1,9 @@
 import { randomUUID } from 'node:crypto';
+import { WorkflowFailedError } from '@temporalio/client';
+import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Runtime, DefaultLogger, Worker } from '@temporalio/worker';
-import { inject } from 'vitest';
+import { expect, inject } from 'vitest';
 
 let runtimeInstalled = false;
 
@@ -43,4 +45,13 @@ export async function stubbedWorker(
     worker,
     run: <R>(fn: () => Promise<R>) => worker.runUntil(fn),
   };
+}
+
+/** The typed failure under a failed workflow, through the activity failure if there is one. */
+export function typedFailure(err: unknown): ApplicationFailure {
+  expect(err).toBeInstanceOf(WorkflowFailedError);
+  let cause = (err as WorkflowFailedError).cause;
+  if (cause instanceof ActivityFailure) cause = cause.cause;
+  expect(cause).toBeInstanceOf(ApplicationFailure);
+  return cause as ApplicationFailure;
 }

@@ -224,3 +224,28 @@ describe('the rate limit per key', () => {
     expect(Number(res.headers['retry-after'])).toBeGreaterThan(0);
   });
 });
+
+describe('calls in flight per caller', () => {
+  it('answers one call more than MEMGATE_HTTP_IN_FLIGHT_PER_KEY at once 429 RateLimited, with Retry-After', async () => {
+    // A count per minute let a flood of deep recalls hold the process (bench/load.ts).
+    let release!: () => void;
+    const gate = new Promise<void>((done) => (release = done));
+    const app = stubbedApp({ inFlightPerCaller: 2 }, async () => {
+      await gate;
+      return { queries: 0, groups: [] };
+    });
+    const call = () => app.inject({ method: 'GET', url: '/v1/impossible' });
+    const held = [call(), call()];
+    // Both are in their handler before the third comes.
+    await new Promise((done) => setTimeout(done, 50));
+    const refused = await call();
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json()).toMatchObject({ error: { type: 'RateLimited', details: { inFlightLimit: 2 } } });
+    expect(Number(refused.headers['retry-after'])).toBeGreaterThan(0);
+    release();
+    expect((await Promise.all(held)).map((r) => r.statusCode)).toEqual([200, 200]);
+    // Answered calls give their place back.
+    expect((await call()).statusCode).toBe(200);
+    await app.close();
+  });
+});

@@ -1,14 +1,13 @@
 import { resolve } from 'node:path';
 import { Context } from '@temporalio/activity';
-import { WorkflowFailedError } from '@temporalio/client';
-import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AuditActivities } from '../../activities';
 import { AUDIT_ARMS } from '../../audit/records';
 import { auditProgressQuery, memgateAudit, type AuditInput } from '../../audit/workflow';
 import type { QuestionRef } from '../../core/messages';
-import { startWorkflowEnv, stubbedWorker } from '../support/stubbedWorker';
+import { startWorkflowEnv, stubbedWorker, typedFailure } from '../support/stubbedWorker';
 
 let env: TestWorkflowEnvironment;
 beforeAll(async () => {
@@ -128,14 +127,6 @@ function gate() {
   let open!: () => void;
   const closed = new Promise<void>((done) => (open = done));
   return { closed, open };
-}
-
-function typedFailure(err: unknown): ApplicationFailure {
-  expect(err).toBeInstanceOf(WorkflowFailedError);
-  let cause = (err as WorkflowFailedError).cause;
-  if (cause instanceof ActivityFailure) cause = cause.cause;
-  expect(cause).toBeInstanceOf(ApplicationFailure);
-  return cause as ApplicationFailure;
 }
 
 describe('memgateAudit, with its activities stubbed', () => {

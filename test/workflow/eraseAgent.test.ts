@@ -1,12 +1,11 @@
 import { Context } from '@temporalio/activity';
-import { WorkflowFailedError } from '@temporalio/client';
-import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EraseAgentActivities } from '../../activities';
 import type { MemoryErased, RecordsErased } from '../../store/eraseAgent';
 import { eraseAgent, type EraseAgentInput } from '../../workflows/eraseAgent';
-import { startWorkflowEnv, stubbedWorker } from '../support/stubbedWorker';
+import { startWorkflowEnv, stubbedWorker, typedFailure } from '../support/stubbedWorker';
 
 let env: TestWorkflowEnvironment;
 beforeAll(async () => {
@@ -64,14 +63,6 @@ function run(taskQueue: string, input: EraseAgentInput) {
     workflowId: `erase-agent-${Date.now()}-${seq++}`,
     args: [input],
   });
-}
-
-function typedFailure(err: unknown): ApplicationFailure {
-  expect(err).toBeInstanceOf(WorkflowFailedError);
-  let cause = (err as WorkflowFailedError).cause;
-  if (cause instanceof ActivityFailure) cause = cause.cause;
-  expect(cause).toBeInstanceOf(ApplicationFailure);
-  return cause as ApplicationFailure;
 }
 
 describe('eraseAgent, with its activities stubbed', () => {

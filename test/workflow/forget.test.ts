@@ -1,13 +1,12 @@
 import { Context } from '@temporalio/activity';
-import { WorkflowFailedError } from '@temporalio/client';
-import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ForgetActivities } from '../../activities';
 import { parseConfig } from '../../core/config';
 import { policyOf } from '../../core/policy';
 import { forget, type ForgetInput } from '../../workflows/forget';
-import { startWorkflowEnv, stubbedWorker } from '../support/stubbedWorker';
+import { startWorkflowEnv, stubbedWorker, typedFailure } from '../support/stubbedWorker';
 
 let env: TestWorkflowEnvironment;
 beforeAll(async () => {
@@ -69,14 +68,6 @@ function run(taskQueue: string, input: ForgetInput) {
     workflowId: `forget-${Date.now()}-${seq++}`,
     args: [input],
   });
-}
-
-function typedFailure(err: unknown): ApplicationFailure {
-  expect(err).toBeInstanceOf(WorkflowFailedError);
-  let cause = (err as WorkflowFailedError).cause;
-  if (cause instanceof ActivityFailure) cause = cause.cause;
-  expect(cause).toBeInstanceOf(ApplicationFailure);
-  return cause as ApplicationFailure;
 }
 
 describe('forget, with its activities stubbed', () => {

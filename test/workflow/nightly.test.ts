@@ -1,6 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { WorkflowFailedError } from '@temporalio/client';
-import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NightlyActivities } from '../../activities';
@@ -14,7 +13,7 @@ import {
   consolidationRunId,
   nightlyConsolidation,
 } from '../../workflows/nightly';
-import { startWorkflowEnv, stubbedWorker } from '../support/stubbedWorker';
+import { startWorkflowEnv, stubbedWorker, typedFailure } from '../support/stubbedWorker';
 
 let env: TestWorkflowEnvironment;
 beforeAll(async () => {
@@ -162,15 +161,6 @@ function consolidate(taskQueue: string, agentId: string, at = asOf) {
     workflowId: `consolidate-${agentId}-${Date.now()}-${seq++}`,
     args: [{ agentId, asOf: at }],
   });
-}
-
-/** The typed failure under a failed workflow, through the activity failure if there is one. */
-function typedFailure(err: unknown): ApplicationFailure {
-  expect(err).toBeInstanceOf(WorkflowFailedError);
-  let cause = (err as WorkflowFailedError).cause;
-  if (cause instanceof ActivityFailure) cause = cause.cause;
-  expect(cause).toBeInstanceOf(ApplicationFailure);
-  return cause as ApplicationFailure;
 }
 
 describe('consolidateAgent, with its activities stubbed', () => {

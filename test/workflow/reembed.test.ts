@@ -1,11 +1,10 @@
 import { Context } from '@temporalio/activity';
-import { WorkflowFailedError } from '@temporalio/client';
-import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ReembedActivities } from '../../activities';
 import { reembed, type ReembedInput } from '../../workflows/reembed';
-import { startWorkflowEnv, stubbedWorker } from '../support/stubbedWorker';
+import { startWorkflowEnv, stubbedWorker, typedFailure } from '../support/stubbedWorker';
 
 let env: TestWorkflowEnvironment;
 beforeAll(async () => {
@@ -51,14 +50,6 @@ function run(taskQueue: string, input: ReembedInput) {
     workflowId: `reembed-${Date.now()}-${seq++}`,
     args: [input],
   });
-}
-
-function typedFailure(err: unknown): ApplicationFailure {
-  expect(err).toBeInstanceOf(WorkflowFailedError);
-  let cause = (err as WorkflowFailedError).cause;
-  if (cause instanceof ActivityFailure) cause = cause.cause;
-  expect(cause).toBeInstanceOf(ApplicationFailure);
-  return cause as ApplicationFailure;
 }
 
 describe('reembed, with its activities stubbed', () => {
