@@ -150,7 +150,12 @@ export default tseslint.config(
     // awaited, returned, or marked `void` on purpose (as the Temporal SDK and samples lint).
     files: ['**/*.ts'],
     languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
-    rules: { '@typescript-eslint/no-floating-promises': 'error' },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      // The samples warn on deprecated APIs: Temporal marks what a later SDK drops.
+      '@typescript-eslint/no-deprecated': 'error',
+      'object-shorthand': ['error', 'always'],
+    },
   },
   // The layer graph (README, Layout). Each folder imports only what its layer may; a value
   // import across a forbidden edge fails lint, a type-only import of a message shape does not.

@@ -11,8 +11,8 @@ import { MAX_WINDOW_CAPACITY } from './window/model';
  */
 
 const port = z.coerce.number().int().min(1).max(65535);
-const positive = z.coerce.number().finite().positive();
-const fraction = z.coerce.number().finite().gt(0).lt(1);
+const positive = z.coerce.number().positive();
+const fraction = z.coerce.number().gt(0).lt(1);
 const count = z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 /** Ten years: beyond it, the half-life in milliseconds stops being a number decay can use. */
 const hours = positive.max(87_600);
@@ -386,7 +386,7 @@ export const CONFIG_SPECS = {
   }),
   refreshSalience: spec({
     env: 'MEMGATE_REFRESH_SALIENCE',
-    schema: z.coerce.number().finite().gt(0).max(1),
+    schema: z.coerce.number().gt(0).max(1),
     allowed: 'a number in (0, 1], above MEMGATE_GATE_THRESHOLD',
     default: '0.5',
     doc: 'salience a query-refreshed entry restarts from',

@@ -133,11 +133,11 @@ export function writeEntrySchema(limits: WriteLimits) {
       attribute: z.string().min(1).max(256).optional(),
     })
     .refine((e) => e.freshUntil === undefined || e.volatile, {
-      message: 'freshUntil is only meaningful for a volatile fact',
+      error: 'freshUntil is only meaningful for a volatile fact',
       path: ['freshUntil'],
     })
     .refine((e) => (e.subject === undefined) === (e.attribute === undefined), {
-      message: 'subject and attribute go together',
+      error: 'subject and attribute go together',
       path: ['attribute'],
     });
 }

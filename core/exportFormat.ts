@@ -24,7 +24,7 @@ export const MAX_EXPORT_LINE_BYTES = 4 * 1024 * 1024;
 
 /** A term never holds a space: the store keys postings by `<agentId> <term>` (store/terms.ts). */
 const term = z.string().regex(/^\S+$/, 'a term: no spaces');
-const instant = z.number().finite().min(0);
+const instant = z.number().min(0);
 
 const headerLineSchema = z.strictObject({
   type: z.literal('header'),
@@ -74,7 +74,7 @@ const portableEntrySchema = z.strictObject({
   }),
   writtenAt: epochMs,
   salience: z.strictObject({ base: z.number().gt(0).max(1), at: instant }),
-  dormantAt: z.number().finite(),
+  dormantAt: z.number(),
   confidence: z.number().min(0).max(1),
   verified: z.boolean(),
   corroborations: z.array(z.strictObject({ source: z.string(), at: instant })),

@@ -10,21 +10,21 @@ import type { WriteLimits } from './entry';
  * a worker's own environment never decides for an agent. The environment variables of the
  * same names only propose it (`memgate policy apply`).
  */
-const fraction = z.number().finite().gt(0).lt(1);
+const fraction = z.number().gt(0).lt(1);
 const count = z.number().int().positive().max(Number.MAX_SAFE_INTEGER);
 
 export const policySchema = z
   .strictObject({
-    halfLifeHours: z.number().finite().positive().max(87_600),
+    halfLifeHours: z.number().positive().max(87_600),
     gateThreshold: fraction,
     reclaimFloor: fraction,
-    refreshWindowHours: z.number().finite().positive(),
-    refreshSalience: z.number().finite().gt(0).max(1),
+    refreshWindowHours: z.number().positive(),
+    refreshSalience: z.number().gt(0).max(1),
     // Defaulted, so a policy stored before the field existed still reads.
     refreshByMeaning: z.boolean().default(true),
     hotCapacity: count,
-    highWatermark: z.number().finite().positive().max(1),
-    lowWatermark: z.number().finite().positive().max(1),
+    highWatermark: z.number().positive().max(1),
+    lowWatermark: z.number().positive().max(1),
     evictLossySubsumed: z.boolean(),
     clusterSimilarity: fraction,
     clusterNeighbours: count,

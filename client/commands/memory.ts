@@ -21,7 +21,7 @@ export const writeOptions = z
   })
   .refine((o) => o.json !== undefined || o.text !== undefined, {
     path: ['text'],
-    message: 'give the entry text, or --json <file>',
+    error: 'give the entry text, or --json <file>',
   });
 
 /** What a `--json` file holds: the entries, which the client validates one by one. */

@@ -83,7 +83,7 @@ export const unpinOptions = z
   .object({ session: z.string(), segment: z.string().optional(), loop: z.string().optional() })
   .refine((o) => (o.segment === undefined) !== (o.loop === undefined), {
     path: ['loop'],
-    message: 'give either a segment id or --loop <loopId>',
+    error: 'give either a segment id or --loop <loopId>',
   })
   .transform((o) => ({
     session: o.session,
