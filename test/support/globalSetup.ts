@@ -1,12 +1,11 @@
-import { bundleWorkflowCode } from '@temporalio/worker';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { rmSync } from 'node:fs';
 import type { TestProject } from 'vitest/node';
 import { parseConfig } from '../../core/config';
 import { StackUnavailableError } from '../../core/errors';
 import { resolveEmbeddings } from '../../client/connection';
 import type { PostgresPaths } from '../../stack/postgres';
 import { embeddingsUp, postgresPaths, stackDown, stackUp } from '../../stack/stack';
+import { writeWorkflowBundle } from './workflowBundle';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -47,15 +46,7 @@ export default async function setup(project: TestProject) {
   );
   if (!('url' in embeddings))
     throw new StackUnavailableError(`no embeddings endpoint for the tests: ${embeddings.unavailable}`);
-  const { code } = await bundleWorkflowCode({
-    workflowsPath: resolve(__dirname, '../../workflows/index.ts'),
-    logger: quietLogger,
-  });
-  const dir = resolve(config.stateDir, 'test');
-  mkdirSync(dir, { recursive: true });
-  // One file per run: test runs side by side must not read each other's half-written bundle.
-  const workflowBundlePath = join(dir, `workflow-bundle-${process.pid}.js`);
-  writeFileSync(workflowBundlePath, code);
+  const workflowBundlePath = await writeWorkflowBundle(config.stateDir, 'workflow-bundle');
   project.provide('temporalAddress', temporalAddress);
   project.provide('mongoUri', mongoUri);
   project.provide('embeddingsUrl', embeddings.url);
@@ -69,12 +60,3 @@ export default async function setup(project: TestProject) {
     if (started.length && !process.env.MEMGATE_KEEP_STACK) await stackDown(config, started);
   };
 }
-
-const quietLogger = {
-  log: () => undefined,
-  trace: () => undefined,
-  debug: () => undefined,
-  info: () => undefined,
-  warn: (m: string) => console.warn(m),
-  error: (m: string) => console.error(m),
-};

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { WorkflowFailedError } from '@temporalio/client';
+import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ActivityFailure, ApplicationFailure } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Runtime, DefaultLogger, Worker } from '@temporalio/worker';
@@ -52,6 +52,18 @@ export function typedFailure(err: unknown): ApplicationFailure {
   expect(err).toBeInstanceOf(WorkflowFailedError);
   let cause = (err as WorkflowFailedError).cause;
   if (cause instanceof ActivityFailure) cause = cause.cause;
+  expect(cause).toBeInstanceOf(ApplicationFailure);
+  return cause as ApplicationFailure;
+}
+
+/** The typed failure an Update failed with, as its caller receives it. */
+export async function updateFailure(p: Promise<unknown>): Promise<ApplicationFailure> {
+  const err = await p.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(WorkflowUpdateFailedError);
+  const cause = (err as WorkflowUpdateFailedError).cause;
   expect(cause).toBeInstanceOf(ApplicationFailure);
   return cause as ApplicationFailure;
 }

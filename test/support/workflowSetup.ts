@@ -1,9 +1,8 @@
-import { bundleWorkflowCode } from '@temporalio/worker';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { rmSync } from 'node:fs';
 import type { TestProject } from 'vitest/node';
 import { parseConfig } from '../../core/config';
 import { obtainTemporalCli } from '../../stack/stack';
+import { writeWorkflowBundle } from './workflowBundle';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -22,24 +21,8 @@ declare module 'vitest' {
 export default async function setup(project: TestProject) {
   const config = parseConfig(process.env);
   const temporalCliPath = await obtainTemporalCli(config, (line) => console.log(`[workflow tests] ${line}`));
-  const { code } = await bundleWorkflowCode({
-    workflowsPath: resolve(__dirname, '../../workflows/index.ts'),
-    logger: quietLogger,
-  });
-  const dir = resolve(config.stateDir, 'test');
-  mkdirSync(dir, { recursive: true });
-  const workflowsBundlePath = join(dir, `workflows-bundle-${process.pid}.js`);
-  writeFileSync(workflowsBundlePath, code);
+  const workflowsBundlePath = await writeWorkflowBundle(config.stateDir, 'workflows-bundle');
   project.provide('temporalCliPath', temporalCliPath);
   project.provide('workflowsBundlePath', workflowsBundlePath);
   return () => rmSync(workflowsBundlePath, { force: true });
 }
-
-const quietLogger = {
-  log: () => undefined,
-  trace: () => undefined,
-  debug: () => undefined,
-  info: () => undefined,
-  warn: (m: string) => console.warn(m),
-  error: (m: string) => console.error(m),
-};

@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { WorkflowFailedError, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -9,7 +9,7 @@ import type { WriteRequest, WriteRequestInput } from '../../core/entry';
 import { policyOf, type Policy } from '../../core/policy';
 import type { WriteUpdate } from '../../core/sealed';
 import { agentMemory, writeUpdate, type AgentMemoryInput } from '../../workflows/agentMemory';
-import { startWorkflowEnv, stubbedWorker } from '../support/stubbedWorker';
+import { startWorkflowEnv, stubbedWorker, updateFailure } from '../support/stubbedWorker';
 
 let env: TestWorkflowEnvironment;
 beforeAll(async () => {
@@ -73,16 +73,6 @@ function write(h: WorkflowHandle<typeof agentMemory>, agentId: string, ...texts:
   return h.executeUpdate(writeUpdate, { args: [request] });
 }
 
-async function updateFailure(p: Promise<unknown>): Promise<ApplicationFailure> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(WorkflowUpdateFailedError);
-  const cause = (err as WorkflowUpdateFailedError).cause;
-  expect(cause).toBeInstanceOf(ApplicationFailure);
-  return cause as ApplicationFailure;
-}
 
 type HistoryEvent = NonNullable<Awaited<ReturnType<WorkflowHandle['fetchHistory']>>['events']>[number];
 

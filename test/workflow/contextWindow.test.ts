@@ -1,4 +1,4 @@
-import { WorkflowFailedError, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter, WorkflowNotFoundError } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -14,7 +14,7 @@ import {
   windowQuery,
   type ContextWindowInput,
 } from '../../workflows/contextWindow';
-import { startWorkflowEnv, stubbedWorker } from '../support/stubbedWorker';
+import { startWorkflowEnv, stubbedWorker, updateFailure } from '../support/stubbedWorker';
 
 let env: TestWorkflowEnvironment;
 beforeAll(async () => {
@@ -36,16 +36,6 @@ function openWindow(taskQueue: string, input: Partial<ContextWindowInput> = {}) 
   });
 }
 
-async function updateFailure(p: Promise<unknown>): Promise<ApplicationFailure> {
-  const err = await p.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(WorkflowUpdateFailedError);
-  const cause = (err as WorkflowUpdateFailedError).cause;
-  expect(cause).toBeInstanceOf(ApplicationFailure);
-  return cause as ApplicationFailure;
-}
 
 /**
  * A: pinned, 60 tokens; B: 40 tokens, then pushed out by C on admission. The window is full
