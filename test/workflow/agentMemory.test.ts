@@ -73,7 +73,6 @@ function write(h: WorkflowHandle<typeof agentMemory>, agentId: string, ...texts:
   return h.executeUpdate(writeUpdate, { args: [request] });
 }
 
-
 type HistoryEvent = NonNullable<Awaited<ReturnType<WorkflowHandle['fetchHistory']>>['events']>[number];
 
 async function events(h: WorkflowHandle, runId?: string): Promise<HistoryEvent[]> {

@@ -36,7 +36,6 @@ function openWindow(taskQueue: string, input: Partial<ContextWindowInput> = {}) 
   });
 }
 
-
 /**
  * A: pinned, 60 tokens; B: 40 tokens, then pushed out by C on admission. The window is full
  * with A and C.
