@@ -81,19 +81,21 @@ export function buildMcpServer(deps: McpDeps): McpServer {
 
   /**
    * A tool whose call runs once the key covers what it names: the agent (`agentId`) or, for
-   * the window tools, the session (`sessionId`). Any failure comes back as a tool error.
+   * the window tools, the session (`sessionId`). The call gets the scope it was checked
+   * against (the key's quotas count against it). Any failure comes back as a tool error.
    */
   const tool = <S extends z.ZodObject>(
     name: string,
     config: { title: string; description: string; inputSchema: S; annotations?: ToolAnnotations },
-    call: (args: z.output<S>) => Promise<unknown>,
+    call: (args: z.output<S>, scope: KeyScope) => Promise<unknown>,
   ): void => {
     const what = 'sessionId' in config.inputSchema.shape ? 'session' : 'agent';
     const handler = async (args: z.output<S>): Promise<CallToolResult> => {
       try {
         const named = args as { agentId?: string; sessionId?: string };
-        assertInScope(await deps.scope(), what === 'session' ? named.sessionId : named.agentId, what);
-        return ok(await call(args));
+        const scope = await deps.scope();
+        assertInScope(scope, what === 'session' ? named.sessionId : named.agentId, what);
+        return ok(await call(args, scope));
       } catch (err) {
         return toolError(err, deps.onServerError);
       }
@@ -118,7 +120,7 @@ export function buildMcpServer(deps: McpDeps): McpServer {
         entries: z.array(entry).optional().describe('several memories at once, instead of `text`'),
       }),
     },
-    async (args) => {
+    async (args, scope) => {
       const { agentId, entries, ...one } = args;
       if (entries !== undefined && one.text !== undefined) {
         throw new InvalidInputError('invalid remember', [
@@ -126,7 +128,7 @@ export function buildMcpServer(deps: McpDeps): McpServer {
         ]);
       }
       const list = entries ?? (one.text !== undefined ? [one as WriteEntryInput] : []);
-      await memgate.claimForKey(await deps.scope(), 'agent', agentId);
+      await memgate.claimForKey(scope, 'agent', agentId);
       return memgate.write({ agentId, entries: list });
     },
   );
@@ -185,8 +187,8 @@ export function buildMcpServer(deps: McpDeps): McpServer {
         "Open a session's context window (a token budget of segments), with the configured settings and any of these overrides; answers the open window if it is already open (a Conflict error if its settings differ).",
       inputSchema: sessionInput.extend(openWindowBodySchema.shape),
     },
-    async ({ sessionId, ...overrides }) => {
-      await memgate.claimForKey(await deps.scope(), 'window', sessionId);
+    async ({ sessionId, ...overrides }, scope) => {
+      await memgate.claimForKey(scope, 'window', sessionId);
       return windows.open(sessionId, overrides);
     },
   );
@@ -276,9 +278,9 @@ export function buildMcpServer(deps: McpDeps): McpServer {
         'End the session and answer its summary; later calls but window_show are Conflict errors until it is opened again (empty).',
       inputSchema: sessionInput,
     },
-    async ({ sessionId }) => {
+    async ({ sessionId }, scope) => {
       const summary = await windows.close(sessionId);
-      await memgate.releaseForKey(await deps.scope(), 'window', sessionId);
+      await memgate.releaseForKey(scope, 'window', sessionId);
       return summary;
     },
   );
