@@ -24,7 +24,7 @@ import type { Neighbour } from '../vectorEngine/protocol';
 import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
 import { vectorsOf } from '../store/vectors';
 
-import { pruneRecords } from '../store/retention';
+import { pruneRecords, trimVectorFeeds } from '../store/retention';
 import {
   nightlyAgentsInputSchema,
   nightlyRecordSchema,
@@ -190,10 +190,17 @@ export function createNightlyActivities(
       return { agentIds, concurrency: config.consolidationConcurrency };
     },
 
-    /** Ledger, run and audit records past their retention go (the query log goes in refresh). */
+    /**
+     * Ledger, run and audit records past their retention go (the query log goes in refresh),
+     * and the vector feeds' changes every reader has resolved.
+     */
     async pruneRecords(input: { asOf: number; policy: Policy }): Promise<Record<string, number>> {
       input = parseInput(pruneInputSchema, input, 'record pruning');
-      return pruneRecords(store, input.asOf, input.policy);
+      const pruned = await pruneRecords(store, input.asOf, input.policy);
+      const feedChangesPruned = await trimVectorFeeds(store, {
+        fenceDelayMs: vectorIndexLimitsOf(config).fenceDelayMs,
+      });
+      return { ...pruned, feedChangesPruned };
     },
 
     async recordNightly(input: {

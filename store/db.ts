@@ -178,6 +178,11 @@ export interface VectorFeed {
   resolvedThrough?: number;
   /** The changes up to `resolvedThrough` logged whose record was not yet seen at them. */
   unresolved?: PendingChange[];
+  /**
+   * Every change number up to this was resolved, and its logged change (not a fence) deleted
+   * by the night (store/vectorFeed.ts, trimFeed). Only ever raised.
+   */
+  trimmedThrough?: number;
 }
 
 /**

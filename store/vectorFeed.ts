@@ -22,12 +22,9 @@ import { changeId, FEED_PAGE, feedKey } from './vectors';
  * (its retried embedding, its erasure) resolves it.
  *
  * Where a reader starts is kept on the feed's document (`resolvedThrough`, `unresolved`), so
- * a new reader reads the log from there, not from the first number. The log itself is not
- * trimmed: it grows by one small document per change. To trim it, the night would delete, a
- * page at a time by equality on `feedKey`, the unfenced changes of the pages wholly below both
- * `resolvedThrough` and every `unresolved` number: a reader then resolves those numbers from
- * the record pages, or fences them harmlessly (every one was resolved before the trim). Fences
- * must stay, else a stalled writer could log its fenced number after all.
+ * a new reader reads the log from there, not from the first number. The night trims the log
+ * (`trimFeed`): the changes of pages wholly resolved go, so it holds about what is in flight,
+ * not one document per change ever made.
  */
 export class FeedReader {
   private constructor(
@@ -131,6 +128,10 @@ export class FeedReader {
       for (const c of changes) if (c.agentId === agentId) watermark.changeSeen(c.seq, changeEntry(c));
       records.forEach(seen);
     }
+    // Every number the night trimmed was resolved before (trimFeed): one whose record no page
+    // held has its record at a later number, so it resolves empty, with no fence to wait for.
+    const trimmed = feed?.trimmedThrough ?? 0;
+    for (const seq of watermark.holeNumbers()) if (seq <= trimmed) watermark.changeSeen(seq, undefined);
     await this.fence(watermark.holesOlderThan(now, this.fenceDelayMs));
     // A change seen after its entry's newer record (on a later page) is resolved by it.
     [...read.values()].forEach(seen);
@@ -195,4 +196,42 @@ export interface FeedPosition {
 /** The entry a logged change writes, or none for a fence. */
 function changeEntry(c: VectorChange): string | undefined {
   return c.fenced ? undefined : c.entryId;
+}
+
+/**
+ * Trim the agent's log of changes (a nightly step): delete, a page at a time by equality on
+ * `feedKey`, the logged changes of the pages wholly at or below what a reader that reads the
+ * feed now has resolved (`settled`: below every change still in flight, logged or not), and
+ * raise `trimmedThrough` first, so that a reader knows a number there with no change is not a
+ * hole. Fences stay: deleted, a stalled writer could log its fenced number after all. A
+ * reader that read the document before the raise and the page after the delete fences such a
+ * number instead, which is harmless: it was resolved, and its record moved to a later one.
+ * Returns how many changes went.
+ */
+export async function trimFeed(
+  store: Store,
+  agentId: string,
+  opts: { fenceDelayMs: number },
+): Promise<number> {
+  const feed = await store.vectorFeeds.findOne({ _id: agentId });
+  if (!feed) return 0;
+  const reader = await FeedReader.start(store, agentId, opts);
+  await reader.next();
+  const from = Math.floor(((feed.trimmedThrough ?? 0) + 1) / FEED_PAGE);
+  const through = Math.floor((reader.settled + 1) / FEED_PAGE) - 1;
+  if (through < from) return 0;
+  const trimmedThrough = (through + 1) * FEED_PAGE - 1;
+  await store.vectorFeeds.updateOne(
+    { _id: agentId, trimmedThrough: { $not: { $gte: trimmedThrough } } },
+    { $set: { trimmedThrough } },
+  );
+  let deleted = 0;
+  for (let page = from; page <= through; page++) {
+    const { deletedCount } = await store.vectorChanges.deleteMany({
+      feedKey: `${agentId} ${page}`,
+      fenced: { $ne: true },
+    });
+    deleted += deletedCount;
+  }
+  return deleted;
 }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildEntry, memoryPolicy } from '../../core/entry';
 import type { Store, VectorRecord } from '../../store/db';
-import { FeedReader } from '../../store/vectorFeed';
+import { FeedReader, trimFeed } from '../../store/vectorFeed';
 import {
   changeId,
   clearVectorRecords,
@@ -233,6 +233,80 @@ describe('a reader of the vector feed', () => {
     for (const id of [...slow, ...quick]) expect(applied.states.get(id)?.vector).toBeUndefined();
     for (const x of all.slice(20)) expect(applied.states.get(x.id)?.vector).toBeDefined();
     await expectCurrent(applied, agentId, 40);
+  });
+});
+
+describe('the night trims the feed', () => {
+  /** Plain numbers: a failed match on the reader itself would print its store. */
+  const progress = (r: FeedReader) => ({ settled: r.settled, unresolved: r.unresolved });
+
+  /** The agent's logged changes: fences apart from the rest. */
+  async function logged(agentId: string): Promise<{ changes: number; fences: number }> {
+    const all = await env.store.vectorChanges.find({ agentId }).toArray();
+    const fences = all.filter((c) => c.fenced).length;
+    return { changes: all.length - fences, fences };
+  }
+
+  it('deletes the changes of wholly resolved pages, keeps the fences, and a reader far behind still applies every record', async () => {
+    const { agentId, reader, applied, a } = await overtaken('trim-fences', FENCE_MS);
+    await pause(FENCE_MS + 50);
+    expect(await reader.next()).toEqual([]);
+    // A lands at fresh numbers (901-1,200) after its first 300 were fenced.
+    await writeVectorRecords(env.store, agentId, SPACE, a, await numbered(agentId, a), Date.now());
+    expect(applied.add(await reader.next())).toBe(300);
+    expect(await logged(agentId)).toEqual({ changes: 900, fences: 300 });
+
+    // Resolved through 1,200: pages 0-3 (numbers up to 1,023) are whole.
+    expect(await trimFeed(env.store, agentId, { fenceDelayMs: NEVER })).toBe(723);
+    expect(await logged(agentId)).toEqual({ changes: 177, fences: 300 });
+    expect(await env.store.vectorFeeds.findOne({ _id: agentId })).toMatchObject({ trimmedThrough: 1_023 });
+    // Nothing more is whole until more lands.
+    expect(await trimFeed(env.store, agentId, { fenceDelayMs: NEVER })).toBe(0);
+
+    // A process whose persisted index stood before every change reads them all, fencing none.
+    const behind = (await FeedReader.resume(
+      env.store,
+      agentId,
+      { fenceDelayMs: NEVER },
+      { through: 0, pending: [] },
+    ))!;
+    const caughtUp = new Applied();
+    expect(caughtUp.add(await behind.next())).toBe(900);
+    expect(progress(behind)).toEqual({ settled: 1_200, unresolved: 0 });
+    await expectCurrent(caughtUp, agentId, 900);
+    expect(await logged(agentId)).toEqual({ changes: 177, fences: 300 });
+  });
+
+  it('stops below a change still in flight, and a reader resolves trimmed numbers whose records moved on', async () => {
+    const agentId = env.agent('trim-in-flight');
+    const behind = await FeedReader.start(env.store, agentId, { fenceDelayMs: NEVER });
+    const first = items(agentId, 0, 600);
+    await writeVectorRecords(env.store, agentId, SPACE, first, await numbered(agentId, first), Date.now());
+    // The first 100 embedded again: their records move to 601-700, and 1-100 hold none.
+    const again = first.slice(0, 100).map((x, i) => ({ ...x, vector: vector(5_000 + i) }));
+    await writeVectorRecords(env.store, agentId, SPACE, again, await numbered(agentId, again), Date.now());
+    // A writer takes 701-1,000 and stalls; another lands 1,001-1,300.
+    const stalled = items(agentId, 600, 300);
+    const stalledFirst = await takeChangeNumbers(env.store, agentId, stalled.length);
+    const late = items(agentId, 900, 300);
+    await writeVectorRecords(env.store, agentId, SPACE, late, await numbered(agentId, late), Date.now());
+
+    // Settled through 700: pages 0 and 1 (up to 511) go, none past the stalled writer's.
+    expect(await trimFeed(env.store, agentId, { fenceDelayMs: NEVER })).toBe(511);
+    expect(await logged(agentId)).toEqual({ changes: 489, fences: 0 });
+
+    // The reader that started before it all: 1-100 have neither change nor record now, and
+    // are resolved at once, not left as holes to fence; only the stalled writer's are holes.
+    const applied = new Applied();
+    expect(applied.add(await behind.next())).toBe(900);
+    expect(progress(behind)).toEqual({ settled: 700, unresolved: 300 });
+    await expectCurrent(applied, agentId, 900);
+
+    const seqs = await logChanges(env.store, agentId, ids(stalled), stalledFirst);
+    await writeVectorRecords(env.store, agentId, SPACE, stalled, seqs, Date.now());
+    expect(applied.add(await behind.next())).toBe(300);
+    expect(progress(behind)).toEqual({ settled: 1_300, unresolved: 0 });
+    await expectCurrent(applied, agentId, 1_200);
   });
 });
 
