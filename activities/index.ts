@@ -2,6 +2,7 @@ import type { Config } from '../core/config';
 import { createModels, type EmbeddingsEndpoint } from '../llm';
 import { createEmbedActivities } from './embed';
 import type { Store } from '../store/db';
+import type { VectorIndexes } from '../store/vectorIndexes';
 import { createAuditActivities } from '../audit/activities';
 import { withTypedFailures } from './failures';
 import { createEraseAgentActivities } from './eraseAgent';
@@ -16,6 +17,11 @@ export interface ActivityDeps {
   store: Store;
   config: Config;
   embeddings: EmbeddingsEndpoint;
+  /**
+   * The process's nearest-neighbour indexes (store/vectorIndexes.ts), which the night searches
+   * when it clusters by meaning: with embeddings, the one set the process's recall uses too.
+   */
+  vectorIndexes: VectorIndexes | undefined;
 }
 
 /** Every activity of the production worker, each wrapped once. */
@@ -28,7 +34,7 @@ export function createActivities(deps: ActivityDeps) {
   return withTypedFailures({
     ...createPolicyActivities(deps.store),
     ...createWriteActivities(deps.store),
-    ...withLiveness(createNightlyActivities(deps.store, deps.config, models.summarizer, deps.embeddings)),
+    ...withLiveness(createNightlyActivities(deps.store, deps.config, models.summarizer, deps.vectorIndexes)),
     ...withLiveness(createForgetActivities(deps.store, models.summarizer)),
     ...withLiveness(createRestoreActivities(deps.store)),
     ...withLiveness(createEraseAgentActivities(deps.store, deps.config)),

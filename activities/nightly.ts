@@ -18,10 +18,9 @@ import type { Store } from '../store/db';
 import { recordRun, type RunContext, type RunRecord } from '../store/nightly';
 import { mongoNight } from '../store/nightStore';
 import { heartbeat, heartbeating } from './liveness';
-import type { EmbeddingsEndpoint } from '../llm';
 import type { MeaningNeighbours } from '../core/nightly/clusters';
 import type { Neighbour } from '../vectorEngine/protocol';
-import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
+import { vectorIndexLimitsOf, type VectorIndexes } from '../store/vectorIndexes';
 import { vectorsOf } from '../store/vectors';
 
 import { pruneRecords, trimVectorFeeds } from '../store/retention';
@@ -59,7 +58,7 @@ export function createNightlyActivities(
   store: Store,
   config: Config,
   summarizer: Summarizer,
-  embeddings: EmbeddingsEndpoint,
+  indexes: VectorIndexes | undefined,
 ) {
   /** The stored policy the workflow read for this run, and this worker's batch size. */
   const nightPolicy = (policy: Policy): NightPolicy => ({
@@ -81,13 +80,9 @@ export function createNightlyActivities(
     return { run, policy: nightPolicy(policy) };
   };
   const night = (run: RunContext) => heartbeating(mongoNight(store, run, config.nightlyBatch));
-  // With embeddings, the agent's vectors of this worker's model, searched through the same
-  // bounded in-memory index recall uses (store/vectorIndexes.ts), loaded on the first night;
-  // the night has no caller waiting, so it waits for the load.
-  const indexes =
-    'url' in embeddings
-      ? new VectorIndexes(store, { ...vectorIndexLimitsOf(config), loadWaitMs: undefined })
-      : undefined;
+  // With embeddings, the agent's vectors of this worker's model, searched through the
+  // process's bounded in-memory indexes, which recall uses too (store/vectorIndexes.ts); the
+  // night has no caller waiting, so it waits for a load.
   const byMeaning =
     indexes &&
     ((agentId: string) =>
@@ -95,7 +90,7 @@ export function createNightlyActivities(
         const space = { model: config.embeddingsModel, dimensions: config.embeddingsDimensions };
         const out = new Map<string, Neighbour[]>();
         for (const [id, vector] of await vectorsOf(store, agentId, ids, space)) {
-          const found = await indexes.nearest(agentId, space.model, vector, k + 1);
+          const found = await indexes.nearest(agentId, space.model, vector, k + 1, { untilLoaded: true });
           // An agent larger than the bound is clustered by its terms alone.
           if (!found.available) break;
           out.set(

@@ -92,8 +92,11 @@ export class MemgateClient {
   private readonly runningAgents = new Set<string>();
 
   private readonly memory: MemoryPolicy;
-  /** The agents' nearest-neighbour indexes this process holds (store/vectorIndexes.ts). */
-  private readonly vectorIndexes: VectorIndexes;
+  /**
+   * The agents' nearest-neighbour indexes this process holds (store/vectorIndexes.ts): a
+   * worker in the same process searches these too (worker/worker.ts, createMemgateWorker).
+   */
+  readonly vectorIndexes: VectorIndexes;
   private readonly embedder: Embedder | undefined;
   private reference: Promise<Float32Array[]> | undefined;
 

@@ -27,7 +27,7 @@ export type { Neighbour };
  * Erasure); the next save has none of it.
  *
  * Memory is bounded by one budget per process (VectorBudget), over every VectorIndexes in
- * it (a `memgate start` process has the client's and the worker's) and every load in flight,
+ * it (a `memgate start` process has one, which its worker shares) and every load in flight,
  * enforced as each page of a load arrives and when it completes, whether or not a search
  * still waits for it: the least recently recalled agents' indexes are dropped to make room,
  * and an agent with more vectors than the whole budget is recalled lexically, said in its
@@ -370,20 +370,23 @@ export class VectorIndexes {
   /**
    * The `k` nearest of the agent's vectors of `model` at the query's dimensions to `query`
    * (unit length). With `defaultRecallAt`, only those default recall takes at that time
-   * (core/recall.ts, stateInDefaultRecall), judged inside the search.
+   * (core/recall.ts, stateInDefaultRecall), judged inside the search. With `untilLoaded` (a
+   * caller no one waits for: the night), the search waits for the load and the catch-up
+   * however long they take, not `loadWaitMs`.
    */
   async nearest(
     agentId: string,
     model: string,
     query: Float32Array,
     k: number,
-    opts: { defaultRecallAt?: number; since?: number } = {},
+    opts: { defaultRecallAt?: number; since?: number; untilLoaded?: true } = {},
   ): Promise<SemanticSearch> {
     const space: EmbeddingSpace = { model, dimensions: query.length };
     const key = indexKey(agentId, space);
     const refused = await this.stillTooLarge(key, agentId);
     if (refused !== undefined) return this.refusal(refused);
-    const l = this.loaded.get(key) ?? (await this.withinWait(this.load(key, agentId, space)))?.value;
+    const wait = opts.untilLoaded ? undefined : this.limits.loadWaitMs;
+    const l = this.loaded.get(key) ?? (await this.withinWait(this.load(key, agentId, space), wait))?.value;
     const size = this.tooLarge.get(key)?.size;
     if (size !== undefined) return this.refusal(size);
     if (l?.noRoom) {
@@ -399,7 +402,7 @@ export class VectorIndexes {
         reason: `the agent's vector index is loading into memory (${read} vectors so far); recall is lexical until it is loaded`,
       };
     }
-    const caughtUp = await this.withinWait(this.caughtUp(l, opts.since));
+    const caughtUp = await this.withinWait(this.caughtUp(l, opts.since), wait);
     if (l.size > this.maxVectors) {
       this.refuse(key, l.size);
       return this.refusal(l.size);
@@ -433,9 +436,8 @@ export class VectorIndexes {
     };
   }
 
-  /** What `work` settles to, or undefined once it outlasts `loadWaitMs` (it goes on). */
-  private async withinWait<T>(work: Promise<T>): Promise<{ value: T } | undefined> {
-    const wait = this.limits.loadWaitMs;
+  /** What `work` settles to, or undefined once it outlasts `wait` (it goes on); unset, no bound. */
+  private async withinWait<T>(work: Promise<T>, wait: number | undefined): Promise<{ value: T } | undefined> {
     const settled = work.then((value) => ({ value }));
     if (wait === undefined) return settled;
     let timer: NodeJS.Timeout | undefined;

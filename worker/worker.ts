@@ -10,6 +10,7 @@ import { adoptPolicy } from '../store/policy';
 import { ensureIndexes, openStore, type Store } from '../store/db';
 import { onStoreTimeout, storeLimitsOf } from '../store/guard';
 import type { EmbeddingsEndpoint } from '../llm';
+import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
 
 export interface WorkerHandle {
   worker: Worker;
@@ -62,7 +63,14 @@ export function installRuntime(config: Config): void {
 export async function createMemgateWorker(
   config: Config,
   endpoints: Endpoints,
-  opts: Pick<WorkerOptions, 'workflowBundle' | 'interceptors'> = {},
+  opts: Pick<WorkerOptions, 'workflowBundle' | 'interceptors'> & {
+    /**
+     * The process's nearest-neighbour indexes, when it also serves recall (`memgate start`: the
+     * client's): one set per process, so an agent both search is held once. Without it, the
+     * worker keeps its own set, closed when the worker stops.
+     */
+    vectorIndexes?: VectorIndexes;
+  } = {},
 ): Promise<WorkerHandle> {
   return startWorker(config, endpoints, {
     taskQueue: config.taskQueue,
@@ -71,7 +79,17 @@ export async function createMemgateWorker(
     workflows: opts.workflowBundle
       ? { workflowBundle: opts.workflowBundle }
       : { workflowsPath: require.resolve('../workflows') },
-    activities: (store) => createActivities({ store, config, embeddings: endpoints.embeddings }),
+    activities: (store) => {
+      const own =
+        opts.vectorIndexes === undefined && 'url' in endpoints.embeddings
+          ? new VectorIndexes(store, vectorIndexLimitsOf(config))
+          : undefined;
+      const vectorIndexes = opts.vectorIndexes ?? own;
+      return {
+        activities: createActivities({ store, config, embeddings: endpoints.embeddings, vectorIndexes }),
+        close: async () => await own?.close(),
+      };
+    },
   });
 }
 
@@ -82,7 +100,14 @@ export async function createAuditWorker(config: Config, endpoints: Endpoints): P
     // A file path, not a module name: the test runner's `require` does not resolve `.ts`. The
     // file beside this one's kind: dist/'s compiled .js, or the .ts sources under tsx and vitest.
     workflows: { workflowsPath: join(__dirname, '..', 'audit', `workflow${extname(__filename)}`) },
-    activities: (store) => createAuditWorkerActivities({ store, config, embeddings: endpoints.embeddings }),
+    activities: (store) => ({
+      activities: createAuditWorkerActivities({
+        store,
+        config,
+        embeddings: endpoints.embeddings,
+        vectorIndexes: undefined,
+      }),
+    }),
   });
 }
 
@@ -109,7 +134,8 @@ async function startWorker(
   what: {
     taskQueue: string;
     workflows: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'>;
-    activities: (store: Store) => object;
+    /** Over the worker's store; `close`, once the worker has stopped, releases what they hold. */
+    activities: (store: Store) => { activities: object; close?: () => Promise<void> };
     /** The history recorder's (scripts/record-histories.ts), which fails chosen attempts. */
     interceptors?: WorkerOptions['interceptors'];
   },
@@ -130,12 +156,13 @@ async function startWorker(
   const connection = await NativeConnection.connect(
     temporalConnectionOptions(config, endpoints.temporalAddress),
   );
+  const { activities, close } = what.activities(store);
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
     taskQueue: what.taskQueue,
     ...what.workflows,
-    activities: what.activities(store),
+    activities,
     ...(what.interceptors && { interceptors: what.interceptors }),
     ...(config.workerBuildId && {
       workerDeploymentOptions: workerDeploymentOf(config, config.workerBuildId),
@@ -149,6 +176,8 @@ async function startWorker(
       try {
         await worker.run();
       } finally {
+        // Saves the indexes' unsaved changes while the store is still open.
+        await close?.();
         await connection.close();
         await store.close();
       }

@@ -30,21 +30,23 @@ export function registerWorkerCommands(program: Command): void {
       const embeddings = await resolveEmbeddings(c, c);
       const endpoints = { ...servers, embeddings };
       try {
-        const { createMemgateWorker } = await import('../../worker/worker');
-        const handle = await createMemgateWorker(c, endpoints);
-        const schedule = await ensureNightlySchedule(c, endpoints.temporalAddress);
-        console.log(
-          `schedule ${schedule.scheduleId} ${schedule.action}: nightly at ${c.nightlyAt} ${c.nightlyTimezone}`,
-        );
-        console.log(
-          `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${maskUri(endpoints.mongoUri)}, ` +
-            ('url' in embeddings
-              ? `embeddings ${embeddings.url} (hybrid recall)`
-              : `no embeddings (${embeddings.unavailable}): recall is lexical only`),
-        );
-        // The HTTP API beside the worker; the worker's run ends on Ctrl-C, and the API with it.
+        // The HTTP API's client first: the worker searches the client's vector indexes, so the
+        // process holds one set (store/vectorIndexes.ts).
         const client = await MemgateClient.connect(c, endpoints);
         try {
+          const { createMemgateWorker } = await import('../../worker/worker');
+          const handle = await createMemgateWorker(c, endpoints, { vectorIndexes: client.vectorIndexes });
+          const schedule = await ensureNightlySchedule(c, endpoints.temporalAddress);
+          console.log(
+            `schedule ${schedule.scheduleId} ${schedule.action}: nightly at ${c.nightlyAt} ${c.nightlyTimezone}`,
+          );
+          console.log(
+            `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${maskUri(endpoints.mongoUri)}, ` +
+              ('url' in embeddings
+                ? `embeddings ${embeddings.url} (hybrid recall)`
+                : `no embeddings (${embeddings.unavailable}): recall is lexical only`),
+          );
+          // The HTTP API beside the worker; the worker's run ends on Ctrl-C, and the API with it.
           const server = await startHttpServer(client, c);
           console.log(announce(server));
           console.log(`Temporal UI: ${ui}   (Ctrl-C stops everything)`);

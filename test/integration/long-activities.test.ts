@@ -43,6 +43,7 @@ async function expireRun(agentId: string, cancelAfterBeats?: number) {
     store: env.store,
     config: env.config,
     embeddings: env.endpoints.embeddings,
+    vectorIndexes: env.client.vectorIndexes,
   });
   const asOf = T0 + 2 * DAY_MS;
   const mock = new MockActivityEnvironment();

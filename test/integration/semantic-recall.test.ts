@@ -1,11 +1,13 @@
 import { tsToMs } from '@temporalio/common/lib/time';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { MemgateClient } from '../../client/client';
 import { buildEntry, memoryPolicy } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import type { Store } from '../../store/db';
 import { entryId, insertNewEntries } from '../../store/entries';
 import { startTestEnv, type TestEnv } from '../support/env';
+import { createMemgateWorker } from '../../worker/worker';
+import { VectorBudget } from '../../store/vectorIndexes';
 import { MEMORIES, PARAPHRASE } from '../support/memories';
 import { untilEmbedded } from '../support/embedded';
 
@@ -341,6 +343,72 @@ describe('hybrid recall', () => {
     } finally {
       await byMeaning.close();
     }
+  }, 180_000);
+
+  it('the night searches the one index set of its process, and a worker of its own closes its set when it stops', async () => {
+    const texts = [
+      'The deploy pipeline takes about twenty minutes.',
+      'The test suite takes about eleven minutes.',
+    ];
+    // A bound of its own, so this budget is this test's alone.
+    const maxVectors = 12_345;
+    const budget = VectorBudget.forProcess(maxVectors);
+    const overrides = {
+      MEMGATE_CLUSTER_BY_MEANING: 'true',
+      MEMGATE_VECTOR_INDEX_MAX_VECTORS: String(maxVectors),
+    };
+
+    // As in `memgate start`: the worker searches the client's set.
+    const shared = await startTestEnv(overrides);
+    try {
+      expect(budget.members.size).toBe(1);
+      const agentId = shared.agent('one-set');
+      const { entries } = await shared.client.write({
+        agentId,
+        entries: texts.map((text, i) => ({ text, writtenAt: T0 + i * HOUR_MS })),
+      });
+      await untilEmbedded(
+        shared.store,
+        agentId,
+        entries.map((x) => x.id),
+      );
+      await shared.client.consolidate({ agentId, asOf: T0 + DAY_MS });
+      // The night loaded the agent into the client's set, where recall finds it loaded.
+      expect(shared.client.vectorIndexes.size).toBe(2);
+      expect(budget.members.size).toBe(1);
+      expect(budget.held).toBe(2);
+    } finally {
+      await shared.close();
+    }
+    expect(budget.members.size).toBe(0);
+
+    // A worker alone (`memgate worker`) keeps a set of its own, and leaves the budget when it stops.
+    const alone = await startTestEnv(overrides, { inProcessWorker: false });
+    const worker = await createMemgateWorker(alone.config, alone.endpoints, {
+      workflowBundle: { codePath: inject('workflowBundlePath') },
+    });
+    const running = worker.run();
+    try {
+      const agentId = alone.agent('own-set');
+      const { entries } = await alone.client.write({
+        agentId,
+        entries: texts.map((text, i) => ({ text, writtenAt: T0 + i * HOUR_MS })),
+      });
+      await untilEmbedded(
+        alone.store,
+        agentId,
+        entries.map((x) => x.id),
+      );
+      await alone.client.consolidate({ agentId, asOf: T0 + DAY_MS });
+      expect(budget.members.size).toBe(2);
+      expect(budget.held).toBe(2);
+    } finally {
+      worker.worker.shutdown();
+      await running;
+    }
+    expect(budget.members.size).toBe(1);
+    expect(budget.held).toBe(0);
+    await alone.close();
   }, 180_000);
 
   it('reports a change of model, and reembed converts the store to the new one', async () => {

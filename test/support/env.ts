@@ -55,11 +55,11 @@ export async function startTestEnv(
   const bundle = { codePath: inject('workflowBundlePath') };
   // Without one (process-kill tests), the test runs `memgate worker` processes itself.
   const inProcess = opts.inProcessWorker ?? true;
-  let worker = inProcess
-    ? await createMemgateWorker(config, endpoints, { workflowBundle: bundle })
-    : undefined;
-  let running = worker?.run();
+  // As `memgate start` does: the client first, and the worker searches its vector indexes.
   const client = await MemgateClient.connect(config, endpoints);
+  const workerOptions = { workflowBundle: bundle, vectorIndexes: client.vectorIndexes };
+  let worker = inProcess ? await createMemgateWorker(config, endpoints, workerOptions) : undefined;
+  let running = worker?.run();
   const env: TestEnv = {
     config,
     client,
@@ -72,7 +72,7 @@ export async function startTestEnv(
     },
     async restartWorker() {
       await env.stopWorker();
-      worker = await createMemgateWorker(config, endpoints, { workflowBundle: bundle });
+      worker = await createMemgateWorker(config, endpoints, workerOptions);
       running = worker.run();
     },
     async stopWorker() {
