@@ -36,6 +36,9 @@ export class FeedReader {
     private kept: { through: number; unresolved: number },
   ) {}
 
+  /** The feed's `trimmedThrough` as the last call read it. */
+  private trimmed = 0;
+
   /**
    * A reader of the agent's feed, started before its index loads: every change the load may
    * miss (one numbered before the load, landing after it read the record) is one it reads.
@@ -84,6 +87,11 @@ export class FeedReader {
     for (const r of records) if (r.agentId === this.agentId) this.watermark.recordSeen(r._id, r.seq);
   }
 
+  /** Every change number up to this was trimmed from the log (trimFeed), as the last call read. */
+  get trimmedThrough(): number {
+    return this.trimmed;
+  }
+
   /** Every change number up to this is applied (as far as the calls so far returned). */
   get settled(): number {
     return this.watermark.settled;
@@ -130,8 +138,8 @@ export class FeedReader {
     }
     // Every number the night trimmed was resolved before (trimFeed): one whose record no page
     // held has its record at a later number, so it resolves empty, with no fence to wait for.
-    const trimmed = feed?.trimmedThrough ?? 0;
-    for (const seq of watermark.holeNumbers()) if (seq <= trimmed) watermark.changeSeen(seq, undefined);
+    this.trimmed = feed?.trimmedThrough ?? 0;
+    for (const seq of watermark.holeNumbers()) if (seq <= this.trimmed) watermark.changeSeen(seq, undefined);
     await this.fence(watermark.holesOlderThan(now, this.fenceDelayMs));
     // A change seen after its entry's newer record (on a later page) is resolved by it.
     [...read.values()].forEach(seen);
@@ -213,11 +221,9 @@ export async function trimFeed(
   agentId: string,
   opts: { fenceDelayMs: number },
 ): Promise<number> {
-  const feed = await store.vectorFeeds.findOne({ _id: agentId });
-  if (!feed) return 0;
   const reader = await FeedReader.start(store, agentId, opts);
   await reader.next();
-  const from = Math.floor(((feed.trimmedThrough ?? 0) + 1) / FEED_PAGE);
+  const from = Math.floor((reader.trimmedThrough + 1) / FEED_PAGE);
   const through = Math.floor((reader.settled + 1) / FEED_PAGE) - 1;
   if (through < from) return 0;
   const trimmedThrough = (through + 1) * FEED_PAGE - 1;
@@ -228,7 +234,7 @@ export async function trimFeed(
   let deleted = 0;
   for (let page = from; page <= through; page++) {
     const { deletedCount } = await store.vectorChanges.deleteMany({
-      feedKey: `${agentId} ${page}`,
+      feedKey: feedKey(agentId, page * FEED_PAGE),
       fenced: { $ne: true },
     });
     deleted += deletedCount;

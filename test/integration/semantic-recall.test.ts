@@ -358,21 +358,26 @@ describe('hybrid recall', () => {
       MEMGATE_VECTOR_INDEX_MAX_VECTORS: String(maxVectors),
     };
 
-    // As in `memgate start`: the worker searches the client's set.
-    const shared = await startTestEnv(overrides);
-    try {
-      expect(budget.members.size).toBe(1);
-      const agentId = shared.agent('one-set');
-      const { entries } = await shared.client.write({
+    /** Two entries of one agent, embedded, then a night over them (which clusters by meaning). */
+    const writeAndConsolidate = async (e: TestEnv, name: string) => {
+      const agentId = e.agent(name);
+      const { entries } = await e.client.write({
         agentId,
         entries: texts.map((text, i) => ({ text, writtenAt: T0 + i * HOUR_MS })),
       });
       await untilEmbedded(
-        shared.store,
+        e.store,
         agentId,
         entries.map((x) => x.id),
       );
-      await shared.client.consolidate({ agentId, asOf: T0 + DAY_MS });
+      await e.client.consolidate({ agentId, asOf: T0 + DAY_MS });
+    };
+
+    // As in `memgate start`: the worker searches the client's set.
+    const shared = await startTestEnv(overrides);
+    try {
+      expect(budget.members.size).toBe(1);
+      await writeAndConsolidate(shared, 'one-set');
       // The night loaded the agent into the client's set, where recall finds it loaded.
       expect(shared.client.vectorIndexes.size).toBe(2);
       expect(budget.members.size).toBe(1);
@@ -389,17 +394,7 @@ describe('hybrid recall', () => {
     });
     const running = worker.run();
     try {
-      const agentId = alone.agent('own-set');
-      const { entries } = await alone.client.write({
-        agentId,
-        entries: texts.map((text, i) => ({ text, writtenAt: T0 + i * HOUR_MS })),
-      });
-      await untilEmbedded(
-        alone.store,
-        agentId,
-        entries.map((x) => x.id),
-      );
-      await alone.client.consolidate({ agentId, asOf: T0 + DAY_MS });
+      await writeAndConsolidate(alone, 'own-set');
       expect(budget.members.size).toBe(2);
       expect(budget.held).toBe(2);
     } finally {
