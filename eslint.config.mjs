@@ -157,7 +157,7 @@ export default tseslint.config(
       'object-shorthand': ['error', 'always'],
     },
   },
-  // The layer graph (README, Layout). Each folder imports only what its layer may; a value
+  // The layer graph (docs/architecture.md, Layout). Each folder imports only what its layer may; a value
   // import across a forbidden edge fails lint, a type-only import of a message shape does not.
   ...layers(),
   {

@@ -165,7 +165,7 @@ export function createNightlyActivities(
         store: report.store,
       };
       await recordRun(store, record);
-      // Per run, not per agent: agent ids never become labels (README, Metrics).
+      // Per run, not per agent: agent ids never become labels (docs/operations.md, Metrics).
       const meter = Context.current().metricMeter;
       for (const [phase, n] of Object.entries(counts)) {
         meter

@@ -26,7 +26,7 @@ function entriesOf(req: WriteRequest, policy: ReturnType<typeof memoryPolicy>): 
   });
 }
 
-/** Soft writes: validated upstream, stored as-is, no model call (README, The write path). */
+/** Soft writes: validated upstream, stored as-is, no model call (docs/writes.md, The write path). */
 export function createWriteActivities(store: Store) {
   return {
     /** The agent joins the nightly fan-out; idempotent. */

@@ -53,7 +53,7 @@ function spec<T>(s: Spec<T>): Spec<T> {
   return s;
 }
 
-/** The variables, in the order the README documents them. */
+/** The variables, in the order docs/configuration.md documents them. */
 export const CONFIG_SPECS = {
   temporalAddress: spec({
     env: 'TEMPORAL_ADDRESS',

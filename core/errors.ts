@@ -75,7 +75,7 @@ export class InvalidConfigError extends MemgateError {
 /**
  * The eviction policy cannot tell dormant from dead (reclaimFloor >= gateThreshold), or
  * evicting this entry would let consumers silently substitute stale facts
- * (README, Nightly reflective consolidation).
+ * (docs/nightly.md, Nightly reflective consolidation).
  */
 export class EvictionBoundaryError extends MemgateError {
   readonly type = 'EvictionBoundaryError' as const;

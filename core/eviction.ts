@@ -2,7 +2,7 @@ import { assertEvictionBoundary } from './config';
 import { EvictionBoundaryError } from './errors';
 
 /**
- * The two-key check (README, Nightly reflective consolidation). Every input is a storage or
+ * The two-key check (docs/nightly.md, Nightly reflective consolidation). Every input is a storage or
  * reachability fact about one entry; `gated` is the only trace of salience, and it is a yes/no
  * the gate already decided.
  */
@@ -28,7 +28,7 @@ export type EvictionDecision =
 
 /**
  * Throws EvictionBoundaryError where the policy cannot decide safely
- * (README, Nightly reflective consolidation).
+ * (docs/nightly.md, Nightly reflective consolidation).
  */
 export function decideEviction(input: EvictionInput): EvictionDecision {
   assertEvictionBoundary(input.reclaimFloor, input.gateThreshold);

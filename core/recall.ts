@@ -96,8 +96,8 @@ export interface Candidate {
 }
 
 /**
- * Default recall's tier filter (the gate; README, Recall): an active, unexpired hot entry
- * above the gate. Dormant entries are not dead; only deep recall returns them.
+ * Default recall's tier filter (the gate; docs/recall.md, Default and deep recall): an active,
+ * unexpired hot entry above the gate. Dormant entries are not dead; only deep recall returns them.
  */
 export function inDefaultRecall(
   entry: Pick<Entry, 'isActive' | 'validity' | 'dormantAt'>,

@@ -1,5 +1,5 @@
 /**
- * The model roles memgate uses (README, Models). Each has a deterministic local
+ * The model roles memgate uses (docs/audit.md, Models). Each has a deterministic local
  * implementation and one for any OpenAI-compatible endpoint. They do I/O, so only
  * activities call them, and Temporal's activity retry policy retries them.
  */

@@ -1,6 +1,7 @@
 /**
- * The README's configuration table, generated from the one configuration schema:
- * `npx tsx scripts/config-docs.ts` rewrites it in place; a unit test fails when it is stale.
+ * The configuration table of docs/configuration.md, generated from the one configuration
+ * schema: `npx tsx scripts/config-docs.ts` rewrites it in place; a unit test fails when it is
+ * stale.
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,7 +10,7 @@ import { POLICY_FIELDS } from '../core/policy';
 
 const START = '<!-- config-table:start -->';
 const END = '<!-- config-table:end -->';
-export const README = join(__dirname, '..', 'README.md');
+export const CONFIGURATION_DOC = join(__dirname, '..', 'docs', 'configuration.md');
 
 export function configTable(): string {
   // A policy variable only proposes the stored policy (core/policy.ts): say so where it is listed.
@@ -21,11 +22,11 @@ export function configTable(): string {
   return ['| variable | default | meaning; allowed values |', '| --- | --- | --- |', ...rows].join('\n');
 }
 
-/** The README's current table, or undefined when its markers are missing. */
-export function readmeTable(readme: string): string | undefined {
-  const a = readme.indexOf(START);
-  const b = readme.indexOf(END);
-  return a < 0 || b < a ? undefined : readme.slice(a + START.length, b).trim();
+/** The page's current table, or undefined when its markers are missing. */
+export function documentedTable(page: string): string | undefined {
+  const a = page.indexOf(START);
+  const b = page.indexOf(END);
+  return a < 0 || b < a ? undefined : page.slice(a + START.length, b).trim();
 }
 
 /** A table with Prettier's column padding taken out, for comparing content only. */
@@ -43,9 +44,9 @@ export function normaliseTable(table: string): string {
 }
 
 if (require.main === module) {
-  const readme = readFileSync(README, 'utf8');
-  const a = readme.indexOf(START);
-  const b = readme.indexOf(END);
-  if (a < 0 || b < a) throw new Error(`README.md lacks the ${START} … ${END} markers`);
-  writeFileSync(README, `${readme.slice(0, a + START.length)}\n${configTable()}\n${readme.slice(b)}`);
+  const page = readFileSync(CONFIGURATION_DOC, 'utf8');
+  const a = page.indexOf(START);
+  const b = page.indexOf(END);
+  if (a < 0 || b < a) throw new Error(`docs/configuration.md lacks the ${START} … ${END} markers`);
+  writeFileSync(CONFIGURATION_DOC, `${page.slice(0, a + START.length)}\n${configTable()}\n${page.slice(b)}`);
 }

@@ -89,7 +89,7 @@ export async function contextWindow(input: ContextWindowInput): Promise<WindowSu
     throw asApplicationFailure(err);
   }
   let updates = 0;
-  // Operators watch refusals (README, Metrics); the SDK records nothing while it replays.
+  // Operators watch refusals (docs/operations.md, Metrics); the SDK records nothing while it replays.
   const refusals = metricMeter.createCounter(
     'memgate_rehydrations_refused',
     'rehydrations',

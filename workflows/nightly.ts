@@ -45,7 +45,7 @@ const { embedPhase } = proxyActivities<NightlyActivities>({
 
 /**
  * One agent's nightly pass, each phase its own activity
- * (README, Nightly reflective consolidation); its result is the counts.
+ * (docs/nightly.md, Nightly reflective consolidation); its result is the counts.
  */
 export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<ConsolidationReport> {
   const input = validated(consolidateAgentInputSchema, raw, 'consolidation');

@@ -32,7 +32,7 @@ import {
 } from './reclaim';
 
 /**
- * The nightly pass for one agent (README, Nightly reflective consolidation): expire → refresh →
+ * The nightly pass for one agent (docs/nightly.md, Nightly reflective consolidation): expire → refresh →
  * supersede → consolidate → reclaim, written once over `NightStore`, which the MongoDB store
  * (store/nightStore.ts) and the in-memory store of the simulations implement, so a simulation
  * runs the code that runs at night. Every read is by equality on indexed fields
@@ -182,7 +182,7 @@ export function refreshProposers(
 
 /**
  * Which cold entries come back to hot. One a recall returned among its best hits (`wanted`) was
- * used by the agent, and comes back (README, Nightly reflective consolidation). One a logged
+ * used by the agent, and comes back (docs/nightly.md, Nightly reflective consolidation). One a logged
  * query merely matches comes back only into the room below the low watermark, newest writes
  * first: under pressure, each such rehydration would push another entry out to cold the same
  * night. Refreshes of hot entries are not limited. A cold entry left out stays where deep
@@ -479,7 +479,7 @@ export async function supersedePhase(
 
 /**
  * Above the high watermark, rank the hot entries by storage signals alone and spill or evict
- * them down to the low watermark (README, Nightly reflective consolidation). The maintained hot
+ * them down to the low watermark (docs/nightly.md, Nightly reflective consolidation). The maintained hot
  * count says whether there is work without reading any entry; when there is, every hot entry is
  * read once (which also sets the count again), and then the planned ones whole, a batch at a
  * time. The plan is recomputed on every attempt — hot's own contents are the cursor.

@@ -3,7 +3,7 @@ import { dormantAt, HOUR_MS, refreshedSalience, type Salience } from '../salienc
 
 /**
  * The nightly pass's pure decisions other than reclaim and clustering
- * (README, Nightly reflective consolidation): which volatile facts expire, which gated or
+ * (docs/nightly.md, Nightly reflective consolidation): which volatile facts expire, which gated or
  * cold entries a logged query refreshes, which facts a newer one supersedes — and the
  * reversible annotations each of them writes.
  * Every function takes the run's `asOf`, so a run (or a simulation of one) is reproducible.

@@ -114,7 +114,7 @@ export interface ReclaimStep {
 }
 
 /**
- * The reclaim plan (README, Nightly reflective consolidation): rank every hot entry by
+ * The reclaim plan (docs/nightly.md, Nightly reflective consolidation): rank every hot entry by
  * storage signals alone, take the first `reclaimTarget` of them, and for each apply
  * `reclaimAction` — evict only what the two-key check proves dead, spill everything else.
  * Salience enters only as the `gated` yes/no of the eviction input, after the candidates

@@ -1,7 +1,7 @@
 import { MemgateError } from '../errors';
 import { describePin, type PinRef, type SegmentRef } from './model';
 
-/** Why the window refused to take a segment in (README, Context windows). */
+/** Why the window refused to take a segment in (docs/windows.md, Context windows). */
 export type BlockReason =
   /** Its salience is below the rehydration threshold. */
   | 'belowThreshold'

@@ -116,7 +116,7 @@ export function decideAdmission(state: WindowState, incoming: SegmentRef): Windo
 }
 
 /**
- * The rehydration rule (README, Context windows). `record` is the segment's last eviction,
+ * The rehydration rule (docs/windows.md, Context windows). `record` is the segment's last eviction,
  * absent if the window never held it.
  * - never admitted, slack: admit on score; evicted before, slack: admit;
  * - at capacity: swap with the cheapest unpinned set that frees enough, only if the incoming

@@ -3,7 +3,7 @@ import { encodedBytes, zodIssues } from '../entry';
 import { InvalidInputError } from '../errors';
 
 /**
- * A token-budgeted context window (README, Context windows). Plain JSON data, so a workflow
+ * A token-budgeted context window (docs/windows.md, Context windows). Plain JSON data, so a workflow
  * can hold it, return it from a Query and carry it across continue-as-new.
  */
 

@@ -26,7 +26,7 @@ import {
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
- * The HTTP API (README, HTTP API) against the real stack: a real worker and client, the
+ * The HTTP API (docs/interfaces.md, HTTP API) against the real stack: a real worker and client, the
  * Fastify app in-process (`inject`) for most cases and over a listening socket for one. Each
  * answer is also read back through the zod schema the OpenAPI document was generated from.
  */

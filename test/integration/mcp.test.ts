@@ -10,7 +10,7 @@ import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
- * The MCP server (README, MCP) against the real stack, driven by the MCP SDK's own client
+ * The MCP server (docs/interfaces.md, MCP) against the real stack, driven by the MCP SDK's own client
  * over both transports: Streamable HTTP at `/mcp` of a listening `memgate serve`, and stdio
  * of a `memgate mcp` process. Each call is checked against the key's scope: the key here
  * covers one agent (and the window sessions named after it), and nothing else.

@@ -220,7 +220,8 @@ describe('SIGKILL of the worker process', () => {
         idempotencyKey: `burst-${w}-${j}`,
       })),
     }));
-    // An application retries a write that failed, with the same keys: exactly once (README).
+    // An application retries a write that failed, with the same keys: exactly once
+    // (docs/writes.md, Ids and exactly-once).
     const writeWithRetry = async (request: (typeof burst)[number]) => {
       try {
         return await env.client.write(request);

@@ -1,6 +1,6 @@
 """A memgate write from Python, through the official Temporal SDK and nothing of memgate's.
 
-The cross-language contract (README, From Python, or any language with a Temporal SDK): the workflow type `agentMemory`, its id
+The cross-language contract (docs/interfaces.md, From Python, or any language with a Temporal SDK): the workflow type `agentMemory`, its id
 `memgate-agent-<agentId>`, its input `{"agentId": ...}`, and the Update `write` whose payload
 is the write request as JSON; every payload goes through memgate's codec endpoint
 (`POST <codec>/encode`, `/decode`, Temporal's codec-server protocol), which encrypts it and

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 
 /**
  * The code and the docs cite each other by name: `(docs/invariants.md, Erasure wins)` names a
- * row of the invariants table, `(README, Context windows)` or `(docs/store.md, Quotas)` a
+ * row of the invariants table, `(docs/windows.md, Context windows)` or `(docs/store.md, Quotas)` a
  * heading, and the docs link to each other. Renaming a heading or a row would orphan them
  * silently; here it fails.
  */

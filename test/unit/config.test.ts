@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_SPECS, parseConfig } from '../../core/config';
 import { EvictionBoundaryError, InvalidConfigError } from '../../core/errors';
-import { configTable, normaliseTable, README, readmeTable } from '../../scripts/config-docs';
+import { CONFIGURATION_DOC, configTable, documentedTable, normaliseTable } from '../../scripts/config-docs';
 
 describe('configuration', () => {
   it('has defaults that run on a laptop', () => {
@@ -63,14 +63,14 @@ describe('configuration', () => {
     expect(() => parseConfig({ MEMGATE_SEMANTIC_MIN_SIMILARITY: '' })).not.toThrow();
   });
 
-  it('every variable has a description for the README', () => {
+  it('every variable has a description for docs/configuration.md', () => {
     for (const s of Object.values(CONFIG_SPECS)) expect(s.doc.length).toBeGreaterThan(5);
   });
 });
 
-describe('the README', () => {
+describe('docs/configuration.md', () => {
   it('documents every configuration variable with its default (regenerate with scripts/config-docs.ts)', () => {
-    const readme = readFileSync(README, 'utf8');
-    expect(normaliseTable(readmeTable(readme) ?? '')).toBe(normaliseTable(configTable()));
+    const page = readFileSync(CONFIGURATION_DOC, 'utf8');
+    expect(normaliseTable(documentedTable(page) ?? '')).toBe(normaliseTable(configTable()));
   });
 });

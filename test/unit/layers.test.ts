@@ -3,7 +3,7 @@ import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
 
 /**
- * The layer graph is enforced by lint (README, Layout): each case is a one-line file placed
+ * The layer graph is enforced by lint (docs/architecture.md, Layout): each case is a one-line file placed
  * in a folder, linted with the project's own configuration. A wrong edge must fail; the
  * edges the layers allow must pass.
  */
