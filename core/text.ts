@@ -20,9 +20,11 @@ function stem(word: string): string {
 /** Tokens in order, with repeats (for term frequency). */
 export function termSequence(text: string): string[] {
   const out: string[] = [];
+  // Compatibility forms first: NFKC turns a styled letter (𝐇) into a plain capital, which
+  // lowercasing must then see.
   for (const raw of text
-    .toLowerCase()
     .normalize('NFKC')
+    .toLowerCase()
     .split(/[^\p{L}\p{N}]+/u)) {
     if (!raw || STOPWORDS.has(raw)) continue;
     out.push(stem(raw));
