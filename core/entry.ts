@@ -3,7 +3,7 @@ import { atoms } from './atoms';
 import { assertNotAhead } from './clock';
 import { InvalidInputError, type Issue } from './errors';
 import { dormantAt, HOUR_MS, type Salience } from './salience';
-import { countTokens, terms } from './text';
+import { countTerms, countTokens } from './text';
 
 /** The entry document, identical in `entries_hot` and `entries_cold`. */
 export type EntryKind = 'episode' | 'fact' | 'constraint' | 'summary';
@@ -35,6 +35,12 @@ export interface Entry {
   text: string;
   tokens: number;
   terms: string[];
+  /**
+   * How often each of `terms` occurs in the text, in the same order: BM25's term frequencies
+   * and length, so that recall scores a candidate without tokenising it. Absent on entries
+   * stored before it was kept, which recall tokenises.
+   */
+  termCounts?: number[];
   atoms: string[];
   source: Provenance;
   writtenAt: number;
@@ -261,7 +267,7 @@ export function buildEntry(
     kind: input.kind,
     text: input.text,
     tokens: countTokens(input.text),
-    terms: terms(input.text),
+    ...countTerms(input.text),
     atoms: atoms(input.text),
     source: input.source,
     writtenAt: input.writtenAt,

@@ -98,10 +98,13 @@ const portableEntrySchema = z.strictObject({
 
 /**
  * What an entry line carries of a stored entry: every field but the agent, the lookup keys
- * derived from its terms and `dormantAt` (the import derives them for its own agent) and the
- * model of a vector that is not exported.
+ * derived from its terms and `dormantAt` (the import derives them for its own agent), the
+ * term counts (derived from its text) and the model of a vector that is not exported.
  */
-export type PortableEntry = Omit<Entry, 'agentId' | 'termKeys' | 'liveKeys' | 'dormantKey' | 'embeddedWith'>;
+export type PortableEntry = Omit<
+  Entry,
+  'agentId' | 'termKeys' | 'liveKeys' | 'dormantKey' | 'embeddedWith' | 'termCounts'
+>;
 
 // A field added to Entry fails compilation here until the format says what becomes of it.
 const everyEntryField: [Exclude<keyof PortableEntry, keyof z.output<typeof portableEntrySchema>>] extends [
@@ -162,6 +165,7 @@ export function entryLine(entry: Entry, tier: Tier): EntryLine {
     liveKeys,
     dormantKey: _dormantKey,
     embeddedWith: _model,
+    termCounts: _counts,
     ...portable
   } = entry;
   return { type: 'entry', tier, live: liveKeys !== undefined, ...portable };

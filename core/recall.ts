@@ -247,13 +247,32 @@ interface Doc {
   len: number;
 }
 
+/** Whether the entry stores its term counts (one per term), or must be tokenised. */
+function countsStored(entry: Entry): entry is Entry & { termCounts: number[] } {
+  return entry.termCounts !== undefined && entry.termCounts.length === entry.terms.length;
+}
+
 function termFrequencies(candidates: readonly Candidate[], queryTerms: ReadonlySet<string>): Doc[] {
   return candidates.map((c) => {
-    const seq = termSequence(c.entry.text);
     const tf = new Map<string, number>();
+    if (countsStored(c.entry)) {
+      const { terms, termCounts } = c.entry;
+      let len = 0;
+      for (let i = 0; i < terms.length; i++) {
+        len += termCounts[i]!;
+        if (queryTerms.has(terms[i]!)) tf.set(terms[i]!, termCounts[i]!);
+      }
+      return { c, tf, len };
+    }
+    const seq = termSequence(c.entry.text);
     for (const t of seq) if (queryTerms.has(t)) tf.set(t, (tf.get(t) ?? 0) + 1);
     return { c, tf, len: seq.length };
   });
+}
+
+/** What scoring a candidate costs, in characters read: its stored terms, or its text. */
+function scoringCost(entry: Entry): number {
+  return countsStored(entry) ? entry.terms.length : entry.text.length;
 }
 
 function scoreDocs(queryTerms: readonly string[], docs: readonly Doc[]): Scored[] & { ceiling: number } {
@@ -290,9 +309,10 @@ export function scoreLexical(
 }
 
 /**
- * Characters tokenised between two turns of the event loop (a few milliseconds of work): a
- * deep recall reads up to 6,400 candidates, of up to 16,000 characters each, in a process that
- * also acknowledges writes and heartbeats activities.
+ * Characters tokenised (or stored terms read) between two turns of the event loop (a few
+ * milliseconds of work): a deep recall reads up to 6,400 candidates, of up to 16,000
+ * characters each, in a process that also acknowledges writes and heartbeats activities.
+ * Entries stored with their term counts cost their terms, not their text.
  */
 export const SCORING_TURN_CHARS = 200_000;
 
@@ -307,7 +327,7 @@ export async function scoreLexicalInTurns(
     let chars = 0;
     const start = i;
     while (i < candidates.length && (i === start || chars < SCORING_TURN_CHARS))
-      chars += candidates[i++]!.entry.text.length;
+      chars += scoringCost(candidates[i++]!.entry);
     docs.push(...termFrequencies(candidates.slice(start, i), wanted));
     if (i < candidates.length) await new Promise((resolve) => setImmediate(resolve));
   }

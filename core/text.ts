@@ -38,6 +38,16 @@ export function terms(text: string): string[] {
 }
 
 /**
+ * The distinct terms, in order of first occurrence, and how often each occurs: what an entry
+ * stores, so that recall scores it from the store instead of tokenising its text again.
+ */
+export function countTerms(text: string): { terms: string[]; termCounts: number[] } {
+  const counts = new Map<string, number>();
+  for (const t of termSequence(text)) counts.set(t, (counts.get(t) ?? 0) + 1);
+  return { terms: [...counts.keys()], termCounts: [...counts.values()] };
+}
+
+/**
  * Token count estimate used for budgets: about four characters per token for English
  * prose, which is what BPE tokenizers of current models average. Deterministic and cheap.
  */

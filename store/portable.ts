@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Entry, Tier } from '../core/entry';
 import { InvalidInputError, NotFoundError } from '../core/errors';
+import { countTerms } from '../core/text';
 import {
   entryLine,
   exportLineText,
@@ -275,11 +276,14 @@ class PageWriter {
   /** The stored form for this agent: its keys, and awaiting a vector of this deployment's model. */
   private entry(line: EntryLine): Entry {
     const { type: _type, tier: _tier, live, ...portable } = line;
+    // Terms again from the text, with their counts, as this deployment's recall reads them.
+    const counted = countTerms(portable.text);
     const entry: Entry = {
       ...portable,
+      ...counted,
       _id: this.mapId(portable._id),
       agentId: this.agentId,
-      termKeys: termKeys(this.agentId, portable.terms),
+      termKeys: termKeys(this.agentId, counted.terms),
       pending: [...new Set([...(portable.pending ?? []), 'embed' as const])],
     };
     const { liveKeys, dormantKey } = gateKeys(entry, entry.dormantAt);

@@ -2,7 +2,7 @@ import { atoms, checkLossless } from '../atoms';
 import { initialPending, isExpired, type Entry, type MemoryPolicy } from '../entry';
 import { awaitPatch, combinePatches, restorePatch, type EntryPatch } from './plans';
 import { dormantAt, salienceAt } from '../salience';
-import { countTokens, terms } from '../text';
+import { countTerms, countTokens } from '../text';
 
 /**
  * Near-duplicate clustering for the consolidate phase: lexical similarity (cosine over
@@ -198,7 +198,7 @@ export function buildSummaryEntry(
     kind: 'summary',
     text,
     tokens: countTokens(text),
-    terms: terms(text),
+    ...countTerms(text),
     atoms: atoms(text),
     source: { origin: 'consolidation', ref: ctx.runId },
     writtenAt: asOf,

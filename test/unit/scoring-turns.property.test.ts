@@ -11,6 +11,16 @@ function candidate(i: number, text: string): Candidate {
   return { entry: buildEntry(`e${i}`, 'agent', episode(text, 1_700_000_000_000 + i), policy), tier: 'hot' };
 }
 
+/** The candidate as an entry stored before term counts were kept: recall tokenises its text. */
+function withoutCounts({ entry, tier }: Candidate): Candidate {
+  const { termCounts: _counts, ...older } = entry;
+  return { entry: older, tier };
+}
+
+const text = fc
+  .array(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 40 })
+  .map((words) => words.join(' '));
+
 /** How many turns the event loop took while `work` ran. */
 async function turnsDuring(work: () => unknown): Promise<number> {
   let turns = 0;
@@ -28,9 +38,6 @@ async function turnsDuring(work: () => unknown): Promise<number> {
 
 describe('lexical scoring in turns (core/recall.ts)', () => {
   it('scores as scoring in one go does, whatever the texts and where the turns fall', async () => {
-    const text = fc
-      .array(fc.constantFrom(...WORDS), { minLength: 1, maxLength: 40 })
-      .map((words) => words.join(' '));
     await fc.assert(
       fc.asyncProperty(
         fc.array(text, { minLength: 0, maxLength: 30 }),
@@ -43,14 +50,29 @@ describe('lexical scoring in turns (core/recall.ts)', () => {
     );
   });
 
-  it('gives the event loop a turn while it scores a deep recall of long entries; in one go it gives none', async () => {
-    // 64 entries of 16,000 characters: five times what one turn tokenises.
+  it('scores an entry from its stored term counts, not from its text', () => {
+    fc.assert(
+      fc.property(fc.array(text, { maxLength: 30 }), fc.subarray(WORDS, { minLength: 1 }), (texts, query) => {
+        const stored = texts.map((t, i) => candidate(i, t));
+        // The same counts over a text that holds none of the words: only the counts can score.
+        const blanked = stored.map(({ entry, tier }) => ({ entry: { ...entry, text: '—' }, tier }));
+        expect(scoreLexical(query, blanked).map((s) => s.lexical)).toEqual(
+          scoreLexical(query, stored.map(withoutCounts)).map((s) => s.lexical),
+        );
+      }),
+    );
+  });
+
+  it('gives the event loop a turn while it tokenises a deep recall of long entries; in one go it gives none', async () => {
+    // 64 entries of 16,000 characters stored without their counts: five times what one turn tokenises.
     const long = Array.from({ length: 64 }, (_, i) =>
-      candidate(
-        i,
-        Array.from({ length: 2_600 }, (_, w) => WORDS[(w * 7 + i) % WORDS.length])
-          .join(' ')
-          .slice(0, 16_000),
+      withoutCounts(
+        candidate(
+          i,
+          Array.from({ length: 2_600 }, (_, w) => WORDS[(w * 7 + i) % WORDS.length])
+            .join(' ')
+            .slice(0, 16_000),
+        ),
       ),
     );
     const chars = long.reduce((n, c) => n + c.entry.text.length, 0);
