@@ -218,6 +218,13 @@ export const CONFIG_SPECS = {
     allowed: 'a PEM file path, with MEMGATE_HTTP_TLS_CERT_FILE',
     doc: "the HTTP API certificate's private key",
   }),
+  httpRequestTimeoutMs: spec({
+    env: 'MEMGATE_HTTP_REQUEST_TIMEOUT_MS',
+    schema: count.min(1_000).max(600_000),
+    allowed: 'a positive integer of milliseconds, from 1000 to 600000',
+    default: '30000',
+    doc: 'the longest a request may take to arrive, headers and body, before its connection is cut off with 408: a client that trickles a request in a byte at a time holds a connection no longer than this (and up to a quarter of it more, the interval connections are checked at)',
+  }),
   apiKey: spec({
     env: 'MEMGATE_API_KEY',
     schema: text,

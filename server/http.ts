@@ -1,6 +1,7 @@
 import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance, type FastifyRequest, type onRequestAsyncHookHandler } from 'fastify';
+import { CONFIG_SPECS } from '../core/config';
 import { MAX_WRITE_BYTES } from '../core/entry';
 import { RateLimitedError } from '../core/errors';
 import { routeNotFound, toHttpError } from './errors';
@@ -39,16 +40,18 @@ export interface ServerOptions {
    * thousand cheap ones: this bounds its share of the process at any moment.
    */
   inFlightPerCaller?: number;
+  /** How long a request may take to arrive before its connection is cut off with 408 (default: the setting's). */
+  requestTimeoutMs?: number;
 }
+
+/** When a caller at its bound of calls in flight may try again. */
+const IN_FLIGHT_RETRY_MS = 1_000;
 
 /**
  * Whom a request counts against: the key it was authenticated with (the limit runs after
  * authentication, so no one can spend another's share by naming its key id), from any
  * address; its address on a server without keys. The counts live in this process's memory.
  */
-/** When a caller at its bound of calls in flight may try again. */
-const IN_FLIGHT_RETRY_MS = 1_000;
-
 function caller(request: FastifyRequest): string {
   return request.keyScope ? `key:${request.keyScope.keyId}` : `ip:${request.ip}`;
 }
@@ -75,23 +78,36 @@ const BODY_LIMIT = 2 * MAX_WRITE_BYTES;
  * still arriving after `requestTimeout` (headers and body trickled in a byte at a time) is
  * cut off, as is a connection idle for `keepAliveTimeout` between requests.
  */
-const SERVER_LIMITS = {
-  bodyLimit: BODY_LIMIT,
-  routerOptions: { maxParamLength: 1024 },
-  requestTimeout: 30_000,
-  keepAliveTimeout: 10_000,
-} as const;
+function serverLimits(requestTimeoutMs: number) {
+  return {
+    bodyLimit: BODY_LIMIT,
+    routerOptions: { maxParamLength: 1024 },
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: 10_000,
+  } as const;
+}
+
+/**
+ * Node checks for requests past their timeout every `connectionsCheckingInterval` (30 s by
+ * default, whatever the timeout): a quarter of the timeout keeps the cut-off near it.
+ */
+function connectionChecks(requestTimeoutMs: number) {
+  return { connectionsCheckingInterval: Math.ceil(requestTimeoutMs / 4) };
+}
 
 /**
  * The HTTP API as a Fastify app, over a connected MemgateClient and WindowClient. Not yet
  * listening: the caller may register more (another mount such as `/mcp`) before `listen`.
  */
 export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): FastifyInstance {
+  const requestTimeoutMs = options.requestTimeoutMs ?? Number(CONFIG_SPECS.httpRequestTimeoutMs.default);
+  const limits = serverLimits(requestTimeoutMs);
+  const checks = connectionChecks(requestTimeoutMs);
   // Over TLS the server is an https.Server; the routes and hooks are the same either way.
   const app = (
     options.https
-      ? Fastify({ logger: false, ...SERVER_LIMITS, https: options.https })
-      : Fastify({ logger: false, ...SERVER_LIMITS })
+      ? Fastify({ logger: false, ...limits, https: { ...options.https, ...checks } })
+      : Fastify({ logger: false, ...limits, http: checks })
   ) as FastifyInstance;
 
   // An empty JSON body reads as no body, so a route whose body is optional takes it.

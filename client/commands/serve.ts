@@ -93,6 +93,7 @@ export async function startHttpServer(
     onAnswered: await answeredMetrics(c),
     rateLimitPerMinute: c.httpRateLimit,
     inFlightPerCaller: c.httpInFlightPerKey,
+    requestTimeoutMs: c.httpRequestTimeoutMs,
     codecOrigins: [
       `http://127.0.0.1:${c.temporalUiPort}`,
       `http://localhost:${c.temporalUiPort}`,

@@ -53,7 +53,8 @@ async function call(method: 'GET' | 'POST' | 'PUT' | 'DELETE', url: string, payl
 describe('the HTTP API over a listening socket', () => {
   let server: RunningServer;
   beforeAll(async () => {
-    server = await startHttpServer(env.client, env.config, { port: 0 });
+    // A short request timeout, so that the trickle below is cut off in seconds.
+    server = await startHttpServer(env.client, { ...env.config, httpRequestTimeoutMs: 2_000 }, { port: 0 });
   });
   afterAll(async () => {
     await server?.close();
