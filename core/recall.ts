@@ -192,6 +192,26 @@ export const POSTINGS_BUDGET = { default: 200, deep: 400 } as const;
 export const MAX_TERM_READS = 8;
 
 /**
+ * Characters of candidate text one recall ranks, at most. The budgets above bound how many
+ * candidates a recall reads, not their size: deep recall's 6,400 of 16,000 characters each
+ * would be 100 M. Candidates are ranked in the order they were read (the rarest terms' first,
+ * hot before cold); those past this are left out of the ranking, and the result counts them.
+ */
+export const MAX_RANKED_CHARS = 8_000_000;
+
+/** The candidates a recall ranks, within MAX_RANKED_CHARS (the first always), and how many are left out. */
+export function withinRankedBudget(candidates: readonly Candidate[]): {
+  ranked: Candidate[];
+  overBudget: number;
+} {
+  let chars = 0;
+  let n = 0;
+  while (n < candidates.length && (n === 0 || chars + candidates[n]!.entry.text.length <= MAX_RANKED_CHARS))
+    chars += candidates[n++]!.entry.text.length;
+  return { ranked: candidates.slice(0, n), overBudget: candidates.length - n };
+}
+
+/**
  * Which query terms propose candidates, rarest first, while their postings fit the budget;
  * the rarest always does, read up to the budget. A term held by more entries than that says
  * little about which one is meant (its idf is near zero), so search engines skip it; it

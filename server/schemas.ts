@@ -155,6 +155,13 @@ export const recallResultSchema: z.ZodType<Result<Memgate['recall']>> = z.object
     .describe('deep recall only: deleted entries whose terms match the query'),
   asOf: epochMs,
   candidates: z.number().int(),
+  candidatesOverBudget: z
+    .number()
+    .int()
+    .optional()
+    .describe(
+      'candidates read but not ranked: their text passed the most one recall ranks; absent when all were',
+    ),
   successors: z
     .array(successor)
     .optional()

@@ -16,6 +16,7 @@ import {
   type RecallHit,
   type RecallRequest,
   type Scored,
+  withinRankedBudget,
 } from '../core/recall';
 import type { Store, Tombstone } from './db';
 import { findCandidates, logQuery } from './entries';
@@ -101,6 +102,11 @@ export interface RecallResult {
    */
   candidates: number;
   /**
+   * Candidates read but not ranked: their text passed the most one recall ranks
+   * (core/recall.ts, MAX_RANKED_CHARS). Absent when every candidate read was ranked.
+   */
+  candidatesOverBudget?: number;
+  /**
    * Deep recall only: the entries that superseded a hit, each chain followed to its current
    * fact, whether or not they match the query (the supersession walk).
    */
@@ -109,6 +115,13 @@ export interface RecallResult {
 
 /** Longest supersession chain deep recall follows (a guard against a corrupt cycle). */
 const MAX_CHAIN = 32;
+
+/**
+ * Entries the supersession walk reads in all, over every hit's chain: k hits each at the end
+ * of a long chain would otherwise cost k × MAX_CHAIN reads. A chain the walk stops short of
+ * still shows where it goes on: the last successor's `supersededBy`.
+ */
+const MAX_SUCCESSOR_READS = 64;
 
 async function supersessionSuccessors(
   store: Store,
@@ -120,18 +133,20 @@ async function supersessionSuccessors(
   const seen = new Set<string>();
   const successors: Successor[] = [];
   let frontier = hits.map((h) => h.supersededBy).filter((id): id is string => id !== undefined);
-  for (let depth = 0; frontier.length > 0 && depth < MAX_CHAIN; depth++) {
-    const next: string[] = [];
-    for (const id of frontier) {
-      if (seen.has(id)) continue;
-      seen.add(id);
-      const found = await locateEntry(store, agentId, id);
-      if (!found) continue;
-      const { foundBy: _walk, ...hit } = recallHit(found, now, policy.halfLifeMs, 0, 'lexical');
+  for (let depth = 0; frontier.length > 0 && depth < MAX_CHAIN && seen.size < MAX_SUCCESSOR_READS; depth++) {
+    // One step of every chain at once, in the order of the hits.
+    const step = [...new Set(frontier)]
+      .filter((id) => !seen.has(id))
+      .slice(0, MAX_SUCCESSOR_READS - seen.size);
+    for (const id of step) seen.add(id);
+    const found = await Promise.all(step.map((id) => locateEntry(store, agentId, id)));
+    frontier = [];
+    for (const f of found) {
+      if (!f) continue;
+      const { foundBy: _walk, ...hit } = recallHit(f, now, policy.halfLifeMs, 0, 'lexical');
       successors.push(hit);
-      if (hit.supersededBy) next.push(hit.supersededBy);
+      if (hit.supersededBy) frontier.push(hit.supersededBy);
     }
-    frontier = next;
   }
   return successors;
 }
@@ -302,10 +317,10 @@ export async function recall(
   const now = req.asOf ?? Date.now();
   const queryTerms = queryTermsOf(req.query);
   let lexicalRead = false;
-  const [candidates, stones, arm] = await Promise.all([
+  const [{ ranked: candidates, overBudget }, stones, arm] = await Promise.all([
     findCandidates(store, { agentId: req.agentId, terms: queryTerms, now, deep: req.deep }).then((found) => {
       lexicalRead = true;
-      return found;
+      return withinRankedBudget(found);
     }),
     req.deep ? tombstonesMatching(store, req.agentId, queryTerms) : [],
     // The words are read while the query embeds; the meaning once it has.
@@ -350,6 +365,7 @@ export async function recall(
     };
   }
   const result: RecallResult = { hits, retrieval, asOf: now, candidates: ranked };
+  if (overBudget > 0) result.candidatesOverBudget = overBudget;
   if (req.deep) {
     result.successors = await supersessionSuccessors(store, req.agentId, hits, now, policy);
     result.missing = stones.map((t) => {

@@ -1,12 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { MAX_QUERY_TERMS } from '../../core/recall';
+import { MAX_WRITE_BYTES } from '../../core/entry';
+import { MAX_QUERY_TERMS, MAX_RANKED_CHARS, POSTINGS_BUDGET } from '../../core/recall';
 import { terms } from '../../core/text';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
  * What one call may cost the store, whatever its caller sends: a long query is cut to the
  * terms recall reads, ranks and logs (core/recall.ts `MAX_QUERY_TERMS`), so it can neither
- * multiply a recall's reads nor the next night's refresh work.
+ * multiply a recall's reads nor the next night's refresh work; and a recall ranks at most
+ * `MAX_RANKED_CHARS` of candidate text, however long the entries its terms find.
  */
 let env: TestEnv;
 
@@ -35,4 +37,42 @@ describe('the work of one recall', () => {
     expect(logged).toHaveLength(2);
     for (const record of logged) expect(record.terms).toEqual(terms(query).slice(0, MAX_QUERY_TERMS));
   });
+
+  it('ranks at most MAX_RANKED_CHARS of candidate text, and counts the candidates it left out', async () => {
+    // Lexical: the words alone find the candidates, and no query waits behind the embedding
+    // of megabytes of passages.
+    const lexical = await startTestEnv({}, { embeddings: { unavailable: 'the ranking budget is lexical' } });
+    try {
+      await rankWithinBudget(lexical);
+    } finally {
+      await lexical.close();
+    }
+  });
 });
+
+async function rankWithinBudget(env: TestEnv): Promise<void> {
+  const agentId = env.agent('long-candidates');
+  // Entries as long as a write allows, each holding one of three words, as many of each as
+  // default recall reads for one term: together more than the budget ranks.
+  const words = ['cargo', 'pallet', 'crate'];
+  const perWord = POSTINGS_BUDGET.default;
+  const texts = words.flatMap((w) =>
+    Array.from(
+      { length: perWord },
+      (_, i) => `${`${w} `.repeat(Math.floor(env.config.maxTextChars / (w.length + 1)) - 2)}${i}`,
+    ),
+  );
+  const longest = Math.max(...texts.map((t) => t.length));
+  expect(texts.length * longest).toBeGreaterThan(MAX_RANKED_CHARS);
+  const perWrite = Math.floor(MAX_WRITE_BYTES / (longest + 200));
+  for (let i = 0; i < texts.length; i += perWrite) {
+    await env.client.write({ agentId, entries: texts.slice(i, i + perWrite).map((text) => ({ text })) });
+  }
+  for (const deep of [false, true]) {
+    const result = await env.client.recall({ agentId, query: words.join(' '), deep });
+    expect(result.hits).toHaveLength(10);
+    expect(result.candidatesOverBudget).toBeGreaterThan(0);
+    expect(result.candidates + result.candidatesOverBudget!).toBe(texts.length);
+    expect(result.candidates * (longest - 10)).toBeLessThanOrEqual(MAX_RANKED_CHARS);
+  }
+}
