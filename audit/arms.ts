@@ -1,4 +1,5 @@
-import { seededRandom, type ReadCondition } from './records';
+import type { ReadCondition } from './records';
+import { seededRandom, seedOf } from '../core/seededRandom';
 import { assertEvictionBoundary } from '../core/config';
 import {
   oldestWriteFirst,
@@ -54,7 +55,7 @@ function keepAfterEvicting(units: readonly MemoryUnit[], order: readonly MemoryU
 }
 
 function shuffled<T>(items: readonly T[], seed: string): T[] {
-  const random = seededRandom(seed);
+  const random = seededRandom(seedOf(seed));
   const out = [...items];
   for (let i = out.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
@@ -156,7 +157,7 @@ export function retainGoldControl(
   seed: string,
   factor = 3,
 ): Set<string> {
-  const random = seededRandom(`${seed}:gold`);
+  const random = seededRandom(seedOf(`${seed}:gold`));
   const goldRate = Math.min(1, factor * baselineEvictionRate(units, budget));
   const ordered = chronological(units);
   const gold = ordered.filter((u) => goldIds.has(u.id));

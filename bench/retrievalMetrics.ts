@@ -4,6 +4,7 @@
  */
 import { InvalidInputError } from '../core/errors';
 import { bm25, termCounts } from '../core/bm25';
+import { seededRandom } from '../core/seededRandom';
 import { terms } from '../core/text';
 
 export interface Doc {
@@ -92,18 +93,6 @@ export function ndcgAt(ranking: readonly string[], relevant: ReadonlySet<string>
 
 export function mean(xs: readonly number[]): number {
   return xs.length ? xs.reduce((s, x) => s + x, 0) / xs.length : NaN;
-}
-
-/** Mulberry32: a small seeded generator, so a bootstrap prints the same interval every run. */
-export function seededRandom(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
 }
 
 /**
