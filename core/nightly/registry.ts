@@ -3,7 +3,7 @@
  * runs them (docs/nightly.md, The phases). Everything that names the phases reads them here:
  * the workflow (each phase is its activity `<name>Phase`), the run's counts
  * (core/messages.ts) and their metrics, the activities and the simulation (through
- * `NIGHT_PASS`, core/nightly/phases.ts), the benchmark and the tests. A phase is its entry
+ * `NIGHT_PASS`, core/nightly/phases.ts), the benchmark and the stubbed workflow test. A phase is its entry
  * here, its code and its test (CONTRIBUTING.md, Add a nightly phase).
  */
 export const NIGHT_PHASES = [
@@ -34,8 +34,9 @@ export interface NightPhase {
    */
   external?: { attempts: number };
   /**
-   * A phase added while runs of the workflow without it may be replayed runs behind
-   * `patched(patch)` (docs/versioning.md).
+   * A phase added after histories without it were recorded: the workflow runs it behind
+   * `patched(patch)`, so those histories, and the runs they stand for, still replay
+   * (docs/versioning.md).
    */
   patch?: string;
 }
@@ -58,6 +59,7 @@ export const COUNT_FIELDS: readonly CountField[] = NIGHT_PHASES.flatMap((p) => p
 /** Every kind of decision the pass records, phase by phase. */
 export const DECISIONS: readonly Decision[] = NIGHT_PHASES.flatMap((p) => p.decisions);
 
+/** The phases over `NightStore`, in the order they run. */
 export const PASS_PHASES: readonly PassPhaseName[] = NIGHT_PHASES.flatMap((p) =>
   'external' in p ? [] : [p.name],
 );
