@@ -3,14 +3,8 @@ import type { ConsolidationReport } from '../core/messages';
 import type { Config } from '../core/config';
 import { memoryPolicy } from '../core/entry';
 import { refreshPolicy } from '../core/nightly/plans';
-import {
-  consolidatePhase,
-  expirePhase,
-  reclaimPhase,
-  refreshPhase,
-  supersedePhase,
-  type NightPolicy,
-} from '../core/nightly/phases';
+import { NIGHT_PASS, type NightPolicy } from '../core/nightly/phases';
+import { COUNT_FIELDS, nightlyMetric, PASS_PHASES, type PassPhaseName } from '../core/nightly/registry';
 import { reclaimPolicy } from '../core/nightly/reclaim';
 import type { Summarizer } from '../llm/summarizer';
 import { registeredAgents, tierCounts, tombstoneCount } from '../store/agents';
@@ -35,11 +29,6 @@ import {
 } from '../core/messages';
 import type { Policy } from '../core/policy';
 
-/** `lossySummaries` → `lossy_summaries`, as Prometheus names go. */
-function snakeCase(name: string): string {
-  return name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-}
-
 /**
  * Every phase of one agent's run gets the same input: the run's identity, its clock and the
  * policy the run read when it started (docs/invariants.md, One policy).
@@ -48,9 +37,14 @@ export type PhaseInput = RunContext & { policy: Policy };
 
 export type { PhaseCounts };
 
+/** The activity `<name>Phase` of each phase of the pass. */
+type PassActivities = {
+  [N in PassPhaseName as `${N}Phase`]: (input: PhaseInput) => ReturnType<(typeof NIGHT_PASS)[N]>;
+};
+
 /**
  * The nightly pass for one agent, one activity per phase (core/nightly/phases.ts over the MongoDB
- * store): expire → refresh → supersede → consolidate → reclaim → report. Each takes the
+ * store), in the registry's order (core/nightly/registry.ts), then the report. Each takes the
  * run's `asOf`, heartbeats its progress and is idempotent; each count it returns is read
  * back from the run's ledger records, so it is exact across retries.
  */
@@ -102,42 +96,27 @@ export function createNightlyActivities(
         return out;
       });
 
+  const pass = Object.fromEntries(
+    PASS_PHASES.map((name) => [
+      `${name}Phase`,
+      async (input: PhaseInput) => {
+        const { run, policy } = checked(input);
+        return NIGHT_PASS[name]({
+          night: night(run),
+          run,
+          policy,
+          models: {
+            summarize: (texts) => summarizer.summarize(texts),
+            ...(byMeaning && { neighboursByMeaning: byMeaning(run.agentId) }),
+          },
+          progress: heartbeat,
+        });
+      },
+    ]),
+  ) as PassActivities;
+
   return {
-    async expirePhase(input: PhaseInput): Promise<{ expired: number }> {
-      const { run } = checked(input);
-      return expirePhase(night(run), run, heartbeat);
-    },
-
-    async refreshPhase(
-      input: PhaseInput,
-    ): Promise<{ refreshed: number; rehydrated: number; queries: number }> {
-      const { run, policy } = checked(input);
-      return refreshPhase(night(run), run, policy, heartbeat);
-    },
-
-    async consolidatePhase(input: PhaseInput): Promise<{ summarised: number; lossySummaries: number }> {
-      const { run, policy } = checked(input);
-      return consolidatePhase(
-        night(run),
-        run,
-        policy,
-        {
-          summarize: (texts) => summarizer.summarize(texts),
-          ...(byMeaning && { neighboursByMeaning: byMeaning(run.agentId) }),
-        },
-        heartbeat,
-      );
-    },
-
-    async supersedePhase(input: PhaseInput): Promise<{ superseded: number }> {
-      const { run } = checked(input);
-      return supersedePhase(night(run), heartbeat);
-    },
-
-    async reclaimPhase(input: PhaseInput): Promise<{ spilled: number; evicted: number; hotBefore: number }> {
-      const { run, policy } = checked(input);
-      return reclaimPhase(night(run), run, policy, heartbeat);
-    },
+    ...pass,
 
     /** The `runs` document of the run, with its counts and where the store stands. */
     async reportPhase(input: PhaseInput, counts: PhaseCounts): Promise<ConsolidationReport> {
@@ -167,10 +146,10 @@ export function createNightlyActivities(
       await recordRun(store, record);
       // Per run, not per agent: agent ids never become labels (docs/operations.md, Metrics).
       const meter = Context.current().metricMeter;
-      for (const [phase, n] of Object.entries(counts)) {
+      for (const field of COUNT_FIELDS) {
         meter
-          .createCounter(`memgate_nightly_${snakeCase(phase)}`, 'entries', `entries ${phase} by nightly runs`)
-          .add(n);
+          .createCounter(nightlyMetric(field), 'entries', `entries ${field} by nightly runs`)
+          .add(counts[field]);
       }
       return report;
     },

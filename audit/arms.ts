@@ -1,4 +1,5 @@
-import { seededRandom, type ReadCondition } from './records';
+import type { ReadCondition } from './records';
+import { seededRandom, seedOf } from '../core/seededRandom';
 import { assertEvictionBoundary } from '../core/config';
 import {
   oldestWriteFirst,
@@ -8,7 +9,8 @@ import {
   type ReclaimPolicy,
   type ReclaimStep,
 } from '../core/nightly/reclaim';
-import { termSequence, terms } from '../core/text';
+import { terms } from '../core/text';
+import { bm25, termCounts, type TermCounts } from '../core/bm25';
 import { BACKGROUND_SAMPLE, backgroundOf, fuseScores, semanticDepth } from '../core/hybrid';
 
 /**
@@ -53,7 +55,7 @@ function keepAfterEvicting(units: readonly MemoryUnit[], order: readonly MemoryU
 }
 
 function shuffled<T>(items: readonly T[], seed: string): T[] {
-  const random = seededRandom(seed);
+  const random = seededRandom(seedOf(seed));
   const out = [...items];
   for (let i = out.length - 1; i > 0; i--) {
     const j = Math.floor(random() * (i + 1));
@@ -155,7 +157,7 @@ export function retainGoldControl(
   seed: string,
   factor = 3,
 ): Set<string> {
-  const random = seededRandom(`${seed}:gold`);
+  const random = seededRandom(seedOf(`${seed}:gold`));
   const goldRate = Math.min(1, factor * baselineEvictionRate(units, budget));
   const ordered = chronological(units);
   const gold = ordered.filter((u) => goldIds.has(u.id));
@@ -168,54 +170,27 @@ export function retainGoldControl(
   return keepAfterEvicting(units, [...doomed, ...rest, ...spared], budget);
 }
 
-const K1 = 1.2;
-const B = 0.75;
-
-const termCounts = new WeakMap<MemoryUnit, { tf: Map<string, number>; length: number }>();
-function counted(u: MemoryUnit) {
-  let c = termCounts.get(u);
+const termCountsOf = new WeakMap<MemoryUnit, TermCounts>();
+function counted(u: MemoryUnit): TermCounts {
+  let c = termCountsOf.get(u);
   if (!c) {
-    const seq = termSequence(u.text);
-    const tf = new Map<string, number>();
-    for (const t of seq) tf.set(t, (tf.get(t) ?? 0) + 1);
-    c = { tf, length: seq.length };
-    termCounts.set(u, c);
+    c = termCounts(u.text);
+    termCountsOf.set(u, c);
   }
   return c;
 }
 
 /**
- * BM25 of every unit against the query (0 for a unit sharing no term with it), and the
- * ceiling hybrid fusion measures a score against (core/hybrid.ts): the sum of the query
- * terms' idf.
+ * BM25 (core/bm25.ts) of every unit against the query, 0 for a unit sharing no term with
+ * it, with the statistics over every unit searched; and the ceiling hybrid fusion measures a
+ * score against.
  */
 function bm25Scores(
   query: string,
   units: readonly MemoryUnit[],
 ): Map<MemoryUnit, number> & { ceiling: number } {
-  const queryTerms = terms(query);
-  const docs = units.map((u) => ({ u, ...counted(u) }));
-  const avgLength = docs.length ? docs.reduce((s, d) => s + d.length, 0) / docs.length : 1;
-  const idf = new Map<string, number>();
-  for (const t of queryTerms) {
-    const df = docs.filter((d) => d.tf.has(t)).length;
-    idf.set(t, Math.log(1 + (docs.length - df + 0.5) / (df + 0.5)));
-  }
-  const scores = new Map(
-    docs.map(({ u, tf, length }) => {
-      let score = 0;
-      for (const t of queryTerms) {
-        const f = tf.get(t) ?? 0;
-        if (f)
-          score +=
-            idf.get(t)! * ((f * (K1 + 1)) / (f + K1 * (1 - B + (B * length) / Math.max(avgLength, 1))));
-      }
-      return [u, score];
-    }),
-  );
-  let ceiling = 0;
-  for (const t of new Set(queryTerms)) ceiling += idf.get(t)!;
-  return Object.assign(scores, { ceiling });
+  const { scores, ceiling } = bm25(terms(query), units.map(counted));
+  return Object.assign(new Map(units.map((u, i) => [u, scores[i]!])), { ceiling });
 }
 
 /** Newer first, then by id: the frozen ranker's tie-break. */
@@ -225,8 +200,9 @@ function byRecency(a: MemoryUnit, b: MemoryUnit): number {
 
 /**
  * The frozen lexical ranker: BM25 over the units searched, ties (including every unit that
- * shares no term with the query) broken by recency. Kept apart from memgate's own recall so
- * tuning memgate never moves the audit's read condition.
+ * shares no term with the query) broken by recency. Apart from memgate's recall (no salience,
+ * no postings budget) so tuning recall never moves the audit's read condition; BM25 itself is
+ * the one in core/bm25.ts, so a change there moves both.
  */
 export function rankTopK(query: string, units: readonly MemoryUnit[], k: number): MemoryUnit[] {
   const scores = bm25Scores(query, units);

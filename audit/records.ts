@@ -1,3 +1,5 @@
+import { seededRandom, seedOf } from '../core/seededRandom';
+
 /**
  * Classification of the restore-counterfactual audit. Pure: the audit
  * activities feed it reader verdicts, it sorts each question into a bin, and it summarises
@@ -86,20 +88,6 @@ export function irreversibleShare(c: Pick<BinCounts, 'irreversible' | 'recoverab
   return flipped === 0 ? null : c.irreversible / flipped;
 }
 
-/** A deterministic PRNG in [0, 1) (mulberry32) seeded by a string (FNV-1a). */
-export function seededRandom(seed: string): () => number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < seed.length; i++) h = Math.imul(h ^ seed.charCodeAt(i), 0x01000193);
-  let state = h >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export interface Interval {
   low: number;
   high: number;
@@ -116,7 +104,7 @@ export function bootstrapShareInterval(
 ): Interval | null {
   const bins = items.filter((i) => i.bin !== 'excluded').map((i) => i.bin);
   if (irreversibleShare(tally(items)) === null) return null;
-  const random = seededRandom(opts.seed);
+  const random = seededRandom(seedOf(opts.seed));
   const resamples = opts.resamples ?? 2000;
   const shares: number[] = [];
   for (let r = 0; r < resamples; r++) {

@@ -12,12 +12,13 @@
  * expires and reclaims.
  *
  * Env: BENCH_CONSOLIDATION_SIZES (entries written, default "25000,250000").
- * Prints {"sizes":[{"entries","nightMs","phases":{expire,refresh,consolidate,supersede,reclaim}}],
- * "growthExponent"}, the exponent being the log-log slope of nightMs between the smallest and
- * largest size.
+ * Prints {"sizes":[{"entries","nightMs","phases"}],"growthExponent"}, `phases` holding the wall
+ * time of each phase of the pass (core/nightly/registry.ts) in the order they run, the
+ * exponent being the log-log slope of nightMs between the smallest and largest size.
  */
 import { randomUUID } from 'node:crypto';
 import { parseConfig } from '../core/config';
+import { PASS_PHASES } from '../core/nightly/registry';
 import { dayOf } from '../core/salience';
 import { recordRun } from '../store/nightly';
 import { indexedEntry } from '../store/entries';
@@ -32,7 +33,6 @@ const SIZES = (process.env.BENCH_CONSOLIDATION_SIZES ?? '25000,250000').split(',
 const FILL = 1.1;
 /** Entries the seed workload writes at scale 1. */
 const SEED_WRITES = 245_000;
-const PHASES = ['expire', 'refresh', 'consolidate', 'supersede', 'reclaim'] as const;
 
 /** The seed workload's first 29 nights in the simulation, with room for every entry; day 30's writes and queries on top. */
 async function steadyStore(size: number, agentId: string) {
@@ -140,7 +140,7 @@ async function runAt(size: number) {
       hotBefore: model.hot.size,
       capacity,
       nightMs: round(nightMs, 0),
-      phases: Object.fromEntries(PHASES.map((p) => [p, times[p] ?? null])),
+      phases: Object.fromEntries(PASS_PHASES.map((p) => [p, times[p] ?? null])),
       counts: report.counts,
       storeAfter: report.store,
     };

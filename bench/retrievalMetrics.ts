@@ -3,11 +3,9 @@
  * the rank metrics, and a paired bootstrap of the difference between two arms.
  */
 import { InvalidInputError } from '../core/errors';
-import { termSequence, terms } from '../core/text';
-
-/** BM25's constants, as `rankCandidates` in core/recall.ts uses them. */
-export const BM25_K1 = 1.2;
-export const BM25_B = 0.75;
+import { bm25, termCounts } from '../core/bm25';
+import { seededRandom } from '../core/seededRandom';
+import { terms } from '../core/text';
 
 export interface Doc {
   id: string;
@@ -15,51 +13,26 @@ export interface Doc {
 }
 
 /**
- * The documents sharing a term with the query with their BM25 score, best first, over that
- * candidate set. This mirrors `rankCandidates` in core/recall.ts (same normalisation, same
- * constants and idf, statistics over the candidates) without the salience weight, which a
- * benchmark of stored turns has no use for; ties go to the later document, as recall's go
- * to the newer write. Kept apart so the benchmark cannot change recall's behaviour. With
- * the ceiling the fusion measures a score against, as `scoreLexical` gives it.
+ * The documents sharing a term with the query with their BM25 score (core/bm25.ts), best
+ * first, the statistics over that candidate set as recall takes them, without the salience
+ * weight, which a benchmark of stored turns has no use for; ties go to the later document,
+ * as recall's go to the newer write. With the ceiling the fusion measures a score against,
+ * as `scoreLexical` gives it.
  */
 export function bm25Ranking(
   query: string,
   docs: readonly Doc[],
 ): { id: string; score: number }[] & { ceiling: number } {
   const queryTerms = terms(query);
-  const wanted = new Set(queryTerms);
   const candidates = docs
-    .map((d, order) => {
-      const tf = new Map<string, number>();
-      const seq = termSequence(d.text);
-      for (const t of seq) tf.set(t, (tf.get(t) ?? 0) + 1);
-      return { id: d.id, order, tf, len: seq.length };
-    })
-    .filter((d) => [...wanted].some((t) => d.tf.has(t)));
-  const n = candidates.length;
-  const avgLen = n ? candidates.reduce((s, d) => s + d.len, 0) / n : 1;
-  const idf = new Map<string, number>();
-  for (const t of queryTerms) {
-    const df = candidates.filter((d) => d.tf.has(t)).length;
-    idf.set(t, Math.log(1 + (n - df + 0.5) / (df + 0.5)));
-  }
+    .map((d, order) => ({ id: d.id, order, ...termCounts(d.text) }))
+    .filter((d) => queryTerms.some((t) => d.tf.has(t)));
+  const { scores, ceiling } = bm25(queryTerms, candidates);
   const ranked = candidates
-    .map((d) => {
-      let score = 0;
-      for (const t of queryTerms) {
-        const f = d.tf.get(t) ?? 0;
-        if (f) {
-          const norm = 1 - BM25_B + (BM25_B * d.len) / Math.max(avgLen, 1);
-          score += idf.get(t)! * ((f * (BM25_K1 + 1)) / (f + BM25_K1 * norm));
-        }
-      }
-      return { id: d.id, order: d.order, score };
-    })
+    .map((d, i) => ({ id: d.id, order: d.order, score: scores[i]! }))
     .filter((d) => d.score > 0)
     .sort((a, b) => b.score - a.score || b.order - a.order)
     .map((d) => ({ id: d.id, score: d.score }));
-  let ceiling = 0;
-  for (const t of wanted) ceiling += idf.get(t)!;
   return Object.assign(ranked, { ceiling });
 }
 
@@ -120,18 +93,6 @@ export function ndcgAt(ranking: readonly string[], relevant: ReadonlySet<string>
 
 export function mean(xs: readonly number[]): number {
   return xs.length ? xs.reduce((s, x) => s + x, 0) / xs.length : NaN;
-}
-
-/** Mulberry32: a small seeded generator, so a bootstrap prints the same interval every run. */
-export function seededRandom(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
 }
 
 /**

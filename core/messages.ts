@@ -3,6 +3,7 @@ import { agentIdSchema, epochMs, zodIssues, type Tier } from './entry';
 import { InvalidInputError } from './errors';
 import { policySchema } from './policy';
 import { AUDIT_ARMS } from '../audit/records';
+import { COUNT_FIELDS, type CountField } from './nightly/registry';
 
 /**
  * What every workflow and activity accepts. Each validates its own input with these (the
@@ -29,19 +30,10 @@ export const phaseInputSchema = runContextSchema.extend({ policy: policySchema }
 
 const tally = z.number().int().min(0);
 
-/** What one agent's nightly run did, phase by phase. */
-export const phaseCountsSchema = z.strictObject({
-  expired: tally,
-  refreshed: tally,
-  rehydrated: tally,
-  summarised: tally,
-  lossySummaries: tally,
-  superseded: tally,
-  spilled: tally,
-  evicted: tally,
-  /** Entries (summaries among them) given their vector by the night. */
-  embedded: tally,
-});
+/** What one agent's nightly run did, phase by phase (core/nightly/registry.ts). */
+export const phaseCountsSchema = z.strictObject(
+  Object.fromEntries(COUNT_FIELDS.map((field) => [field, tally])) as Record<CountField, typeof tally>,
+);
 export type PhaseCounts = z.output<typeof phaseCountsSchema>;
 
 export const nightlyRecordSchema = z.strictObject({

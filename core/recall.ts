@@ -3,7 +3,8 @@ import { assertNotAhead } from './clock';
 import { agentIdSchema, epochMs, isExpired, zodIssues, type Entry, type Tier } from './entry';
 import { InvalidInputError } from './errors';
 import { DAY_MS, dayOf, salienceAt, type Salience } from './salience';
-import { termSequence, terms } from './text';
+import { terms } from './text';
+import { bm25, termCounts, type TermCounts } from './bm25';
 import { fuseScores, type Background, type FoundBy } from './hybrid';
 
 export const recallRequestSchema = z.strictObject({
@@ -237,34 +238,14 @@ export function candidateTerms(
   return chosen;
 }
 
-const K1 = 1.2;
-const B = 0.75;
-
 /** A candidate with its BM25 score against the query (before salience). */
 export interface Scored {
   candidate: Candidate;
   lexical: number;
 }
 
-/** BM25's idf of each query term over the candidate set (every entry sharing a term with the query). */
-function inverseFrequencies(
-  queryTerms: readonly string[],
-  docs: readonly { tf: ReadonlyMap<string, number> }[],
-): Map<string, number> {
-  const n = docs.length;
-  const idf = new Map<string, number>();
-  for (const t of queryTerms) {
-    const df = docs.filter((d) => d.tf.has(t)).length;
-    idf.set(t, Math.log(1 + (n - df + 0.5) / (df + 0.5)));
-  }
-  return idf;
-}
-
-interface Doc {
+interface Doc extends TermCounts {
   c: Candidate;
-  /** How often each query term occurs in it (only those it holds). */
-  tf: Map<string, number>;
-  len: number;
 }
 
 /** Whether the entry stores its term counts (one per term), or must be tokenised. */
@@ -272,22 +253,23 @@ function countsStored(entry: Entry): entry is Entry & { termCounts: number[] } {
   return entry.termCounts !== undefined && entry.termCounts.length === entry.terms.length;
 }
 
-function termFrequencies(candidates: readonly Candidate[], queryTerms: ReadonlySet<string>): Doc[] {
-  return candidates.map((c) => {
-    const tf = new Map<string, number>();
-    if (countsStored(c.entry)) {
-      const { terms, termCounts } = c.entry;
-      let len = 0;
-      for (let i = 0; i < terms.length; i++) {
-        len += termCounts[i]!;
-        if (queryTerms.has(terms[i]!)) tf.set(terms[i]!, termCounts[i]!);
-      }
-      return { c, tf, len };
-    }
-    const seq = termSequence(c.entry.text);
-    for (const t of seq) if (queryTerms.has(t)) tf.set(t, (tf.get(t) ?? 0) + 1);
-    return { c, tf, len: seq.length };
+/** An entry's stored counts of the query's terms, and its length (every term's count). */
+function storedCounts(entry: Entry & { termCounts: number[] }, queryTerms: ReadonlySet<string>): TermCounts {
+  const tf = new Map<string, number>();
+  let length = 0;
+  entry.terms.forEach((t, i) => {
+    length += entry.termCounts[i]!;
+    if (queryTerms.has(t)) tf.set(t, entry.termCounts[i]!);
   });
+  return { tf, length };
+}
+
+/** Only the query's terms are counted: the others never score. */
+function termFrequencies(candidates: readonly Candidate[], queryTerms: ReadonlySet<string>): Doc[] {
+  return candidates.map((c) => ({
+    c,
+    ...(countsStored(c.entry) ? storedCounts(c.entry, queryTerms) : termCounts(c.entry.text, queryTerms)),
+  }));
 }
 
 /** What scoring a candidate costs, in characters read: its stored terms, or its text. */
@@ -296,22 +278,11 @@ function scoringCost(entry: Entry): number {
 }
 
 function scoreDocs(queryTerms: readonly string[], docs: readonly Doc[]): Scored[] & { ceiling: number } {
-  const avgLen = docs.length ? docs.reduce((s, d) => s + d.len, 0) / docs.length : 1;
-  const idf = inverseFrequencies(queryTerms, docs);
+  const { scores, ceiling } = bm25(queryTerms, docs);
   const scored = docs
-    .map(({ c, tf, len }) => {
-      let lexical = 0;
-      for (const t of queryTerms) {
-        const f = tf.get(t) ?? 0;
-        if (f)
-          lexical += idf.get(t)! * ((f * (K1 + 1)) / (f + K1 * (1 - B + (B * len) / Math.max(avgLen, 1))));
-      }
-      return { candidate: c, lexical };
-    })
+    .map(({ c }, i) => ({ candidate: c, lexical: scores[i]! }))
     .filter((s) => s.lexical > 0)
     .sort((a, b) => b.lexical - a.lexical || b.candidate.entry.writtenAt - a.candidate.entry.writtenAt);
-  let ceiling = 0;
-  for (const t of new Set(queryTerms)) ceiling += idf.get(t)!;
   return Object.assign(scored, { ceiling });
 }
 

@@ -26,18 +26,16 @@ import {
   type EntryPatch,
 } from '../core/nightly/plans';
 import {
-  consolidatePhase,
-  expirePhase,
-  reclaimPhase,
-  refreshPhase,
-  supersedePhase,
+  NIGHT_PASS,
   type Located,
+  type PassContext,
   type NightPolicy,
   type NightRun,
   type NightStore,
 } from '../core/nightly/phases';
 import { rankCandidates, type Candidate, type RecallHit } from '../core/recall';
 import { reclaimPolicy } from '../core/nightly/reclaim';
+import { DECISIONS, PASS_PHASES, type Decision } from '../core/nightly/registry';
 import { salienceAt } from '../core/salience';
 import { terms } from '../core/text';
 import { extractiveSummary } from '../llm/summarizer';
@@ -72,26 +70,15 @@ export function simPolicy(config: Config): SimPolicy {
 }
 
 /** What one night decided, by entry id (supersessions as `older>newer`), each list sorted. */
-export interface NightDecisions {
-  asOf: number;
-  expire: string[];
-  refresh: string[];
-  rehydrate: string[];
-  summarise: string[];
-  supersede: string[];
-  spill: string[];
-  evict: string[];
-}
+export type NightDecisions = { asOf: number } & Record<Decision, string[]>;
 
-export const DECISION_KINDS = [
-  'expire',
-  'refresh',
-  'rehydrate',
-  'summarise',
-  'supersede',
-  'spill',
-  'evict',
-] as const;
+/** A night that has decided nothing yet. */
+export function noDecisions(asOf: number): NightDecisions {
+  return {
+    asOf,
+    ...(Object.fromEntries(DECISIONS.map((k) => [k, [] as string[]])) as Record<Decision, string[]>),
+  };
+}
 
 export interface Eviction {
   id: string;
@@ -233,29 +220,24 @@ export class SimStore {
     return { hits, missing: stones.size, candidates: candidates.length };
   }
 
-  /** One nightly pass at `asOf`: expire → refresh → supersede → consolidate → reclaim. */
+  /** One nightly pass at `asOf`: the phases of the pass, in the registry's order. */
   async night(asOf: number): Promise<NightDecisions> {
-    const d: NightDecisions = {
-      asOf,
-      expire: [],
-      refresh: [],
-      rehydrate: [],
-      summarise: [],
-      supersede: [],
-      spill: [],
-      evict: [],
-    };
+    const d = noDecisions(asOf);
     const run: NightRun = { agentId: this.agentId, asOf, runId: consolidationRunId(this.agentId, asOf) };
-    const night = this.nightStore(run, d);
-    await expirePhase(night, run);
-    await refreshPhase(night, run, this.policy);
-    await supersedePhase(night);
-    await consolidatePhase(night, run, this.policy, { summarize: async (texts) => extractiveSummary(texts) });
-    if (this.mode === 'memgate') await reclaimPhase(night, run, this.policy);
-    else this.deleteLeastSalient(asOf, d);
+    const pass: PassContext = {
+      night: this.nightStore(run, d),
+      run,
+      policy: this.policy,
+      models: { summarize: async (texts) => extractiveSummary(texts) },
+    };
+    for (const name of PASS_PHASES) {
+      // The baseline reclaims by the seed's salience-ranked deletion instead.
+      if (name === 'reclaim' && this.mode === 'salience-deletion') this.deleteLeastSalient(asOf, d);
+      else await NIGHT_PASS[name](pass);
+    }
     this.lastNight = asOf;
     this.loggedQueries = this.loggedQueries.filter((q) => q.at > asOf);
-    for (const k of DECISION_KINDS) d[k].sort();
+    for (const k of DECISIONS) d[k].sort();
     return d;
   }
 
@@ -420,7 +402,7 @@ export class SimStore {
         d.evict.push(step.id);
         return true;
       },
-      counted: async (event) => d[event as keyof Omit<NightDecisions, 'asOf'>].length,
+      counted: async (event) => d[event as Decision].length,
     };
   }
 

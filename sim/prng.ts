@@ -1,18 +1,12 @@
-/** A small seeded generator (mulberry32): every run of a seed produces the same workload. */
+import { seededRandom } from '../core/seededRandom';
+
+/** The workload's draws over the one seeded generator: every run of a seed produces the same workload. */
 export class Prng {
-  private state: number;
+  /** Uniform in [0, 1). */
+  readonly next: () => number;
 
   constructor(seed: number) {
-    this.state = seed >>> 0;
-  }
-
-  /** Uniform in [0, 1). */
-  next(): number {
-    this.state = (this.state + 0x6d2b79f5) >>> 0;
-    let t = this.state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
+    this.next = seededRandom(seed);
   }
 
   between(min: number, max: number): number {

@@ -4,14 +4,8 @@ import { DAY_MS } from '../core/salience';
 import { terms } from '../core/text';
 import { judge, readAnswer, Tally } from './judge';
 import { entryId } from '../store/entries';
-import {
-  DECISION_KINDS,
-  SimStore,
-  simPolicy,
-  type Eviction,
-  type NightDecisions,
-  type ReclaimMode,
-} from './model';
+import { DECISIONS, type Decision } from '../core/nightly/registry';
+import { SimStore, simPolicy, type Eviction, type NightDecisions, type ReclaimMode } from './model';
 import { Workload, type WorkloadParams } from './workload';
 
 /** Deep recall as the judged reader asks it: everything about one subject. */
@@ -37,7 +31,7 @@ export interface PolicyOutcome {
   /** The most candidates one judged recall had; below JUDGED_K, no answer depended on ranking. */
   maxJudgedCandidates: number;
   /** Totals of every nightly decision kind. */
-  decisions: Record<(typeof DECISION_KINDS)[number], number>;
+  decisions: Record<Decision, number>;
   tombstones: number;
   final: { hot: number; cold: number };
   maxHot: number;
@@ -97,7 +91,7 @@ export async function simulate(
   /** When each fact was asked for while it held the current value. */
   const needed = new Map<string, number[]>();
   const answers = new Tally();
-  const decisions = Object.fromEntries(DECISION_KINDS.map((k) => [k, 0])) as PolicyOutcome['decisions'];
+  const decisions = Object.fromEntries(DECISIONS.map((k) => [k, 0])) as PolicyOutcome['decisions'];
   const nights: NightDecisions[] = [];
   let writes = 0;
   let recalls = 0;
@@ -129,7 +123,7 @@ export async function simulate(
     maxHot = Math.max(maxHot, store.hot.size);
     if (firstPressureNight === undefined && store.hot.size > config.hotCapacity) firstPressureNight = day;
     const night = await store.night(nightAsOf);
-    for (const k of DECISION_KINDS) decisions[k] += night[k].length;
+    for (const k of DECISIONS) decisions[k] += night[k].length;
     if (opts.keepNights) nights.push(night);
     opts.progress?.(
       `[${mode}] day ${day}: hot ${store.hot.size}, cold ${store.cold.size}, evicted ${night.evict.length}, spilled ${night.spill.length}`,

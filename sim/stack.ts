@@ -3,7 +3,8 @@ import type { Config } from '../core/config';
 import type { WriteEntryInput } from '../core/entry';
 import { consolidateAgent, consolidateAgentWorkflowId, consolidationRunId } from '../workflows/nightly';
 import { judge, readAnswer, Tally } from './judge';
-import { DECISION_KINDS, type NightDecisions } from './model';
+import { DECISIONS, type Decision } from '../core/nightly/registry';
+import { noDecisions, type NightDecisions } from './model';
 import { JUDGED_K } from './simulate';
 import { Workload, type WorkloadParams } from './workload';
 
@@ -90,7 +91,7 @@ export async function runThroughStack(
     const night = await ledgerDecisions(client, agentId, nightAsOf);
     nights.push(night);
     progress?.(
-      `[stack] day ${day}: ${DECISION_KINDS.map((k) => `${k} ${night[k].length}`).join(', ')}; ` +
+      `[stack] day ${day}: ${DECISIONS.map((k) => `${k} ${night[k].length}`).join(', ')}; ` +
         `seconds so far: ${Object.entries(ms)
           .map(([k, v]) => `${k} ${Math.round(v / 1000)}`)
           .join(', ')}`,
@@ -116,22 +117,13 @@ async function ledgerDecisions(
   const records = await client.store.ledger
     .find({ agentId, runId: consolidationRunId(agentId, asOf) })
     .toArray();
-  const night: NightDecisions = {
-    asOf,
-    expire: [],
-    refresh: [],
-    rehydrate: [],
-    summarise: [],
-    supersede: [],
-    spill: [],
-    evict: [],
-  };
+  const night = noDecisions(asOf);
   for (const r of records) {
-    const kind = DECISION_KINDS.find((k) => k === r.event);
+    const kind = DECISIONS.find((k) => k === r.event);
     if (!kind) continue;
     night[kind].push(kind === 'supersede' ? `${r.entryId}>${String(r.inputs?.supersededBy)}` : r.entryId);
   }
-  for (const k of DECISION_KINDS) night[k].sort();
+  for (const k of DECISIONS) night[k].sort();
   return night;
 }
 
@@ -139,7 +131,7 @@ export interface DecisionComparison {
   match: boolean;
   nights: number;
   /** Decisions per kind over all nights, as the simulation made them. */
-  counts: Record<(typeof DECISION_KINDS)[number], number>;
+  counts: Record<Decision, number>;
   /** The first differences found, by night and kind. */
   differences: { night: number; kind: string; onlyInSimulation: string[]; onlyInStack: string[] }[];
 }
@@ -148,11 +140,11 @@ export function compareDecisions(
   simulated: readonly NightDecisions[],
   stack: readonly NightDecisions[],
 ): DecisionComparison {
-  const counts = Object.fromEntries(DECISION_KINDS.map((k) => [k, 0])) as DecisionComparison['counts'];
+  const counts = Object.fromEntries(DECISIONS.map((k) => [k, 0])) as DecisionComparison['counts'];
   const differences: DecisionComparison['differences'] = [];
   const nights = Math.max(simulated.length, stack.length);
   for (let i = 0; i < nights; i++) {
-    for (const kind of DECISION_KINDS) {
+    for (const kind of DECISIONS) {
       const a = simulated[i]?.[kind] ?? [];
       const b = stack[i]?.[kind] ?? [];
       counts[kind] += a.length;

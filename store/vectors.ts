@@ -138,20 +138,7 @@ export async function* agentVectors(
   agentId: string,
   batch: number,
 ): AsyncGenerator<VectorRecord[]> {
-  const cursor = store.vectors.find({ agentId }).batchSize(batch);
-  let page: VectorRecord[] = [];
-  try {
-    for await (const r of cursor) {
-      page.push(r);
-      if (page.length >= batch) {
-        yield page;
-        page = [];
-      }
-    }
-    if (page.length) yield page;
-  } finally {
-    await cursor.close();
-  }
+  yield* inBatches(store.vectors, { agentId }, batch);
 }
 
 /** An entry and the tier it was found in: where its `embed` work is settled. */

@@ -3,6 +3,7 @@ import {
   continueAsNew,
   executeChild,
   log,
+  patched,
   proxyActivities,
   rootCause,
   workflowInfo,
@@ -11,6 +12,7 @@ import type { NightlyActivities } from '../activities';
 import type { ConsolidationReport, PhaseCounts } from '../core/messages';
 import { consolidateAgentInputSchema, phaseCountsSchema, type ConsolidateAgentInput } from '../core/messages';
 import { agentIdSchema, epochMs } from '../core/entry';
+import { COUNT_FIELDS, NIGHT_PHASES, type NightPhase, type PhaseOutcome } from '../core/nightly/registry';
 import { z } from 'zod';
 import { notAhead, RETRY, validated } from './support';
 
@@ -28,23 +30,15 @@ export function consolidateAgentWorkflowId(agentId: string, asOf: number): strin
 // Phases page through big stores for as long as they need; each heartbeats while it runs
 // (activities/failures.ts `withLiveness`), so a lost worker shows up within the heartbeat
 // timeout and the phase, idempotent, is retried on another.
-const phases = proxyActivities<NightlyActivities>({
+const PHASE_OPTIONS = {
   startToCloseTimeout: '2 hours',
   heartbeatTimeout: '20 seconds',
   retry: RETRY,
-});
-
-// The embed phase's endpoint is another server: when it stays down, the night goes on
-// without it (the entries keep their `embed` work for the next night) after a few tries,
-// visible in the run's history, rather than failing the agent's consolidation.
-const { embedPhase } = proxyActivities<NightlyActivities>({
-  startToCloseTimeout: '2 hours',
-  heartbeatTimeout: '20 seconds',
-  retry: { ...RETRY, maximumAttempts: 4 },
-});
+} as const;
+const phases = proxyActivities<NightlyActivities>(PHASE_OPTIONS);
 
 /**
- * One agent's nightly pass, each phase its own activity
+ * One agent's nightly pass, each phase its own activity, in the registry's order
  * (docs/nightly.md, Nightly reflective consolidation); its result is the counts.
  */
 export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<ConsolidationReport> {
@@ -59,37 +53,36 @@ export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<Cons
     runId: consolidationRunId(input.agentId, input.asOf),
     policy,
   };
-  const { expired } = await phases.expirePhase(run);
-  const { refreshed, rehydrated } = await phases.refreshPhase(run);
-  // Supersession first: a fact superseded tonight is no longer clusterable, so no summary
-  // merges it with the fact that supersedes it and keeps the old value in default recall.
-  const { superseded } = await phases.supersedePhase(run);
-  const { summarised, lossySummaries } = await phases.consolidatePhase(run);
-  const { spilled, evicted } = await phases.reclaimPhase(run);
-  // Last: tonight's summaries are written, and what reclaim deleted needs no vector.
-  let embedded = 0;
-  try {
-    const outcome = await embedPhase(run);
-    if ('embedded' in outcome) embedded = outcome.embedded;
-  } catch (err) {
-    // The work stays pending for the next night; the failure is in the run's history.
-    log.warn('the embed phase failed; its entries wait for the next night', {
-      agentId: run.agentId,
-      error: (err as Error).message,
-    });
+  const counts = emptyCounts();
+  for (const phase of NIGHT_PHASES) {
+    const { external, patch }: NightPhase = phase;
+    if (patch !== undefined && !patched(patch)) continue;
+    const activity = (
+      external
+        ? proxyActivities<NightlyActivities>({
+            ...PHASE_OPTIONS,
+            retry: { ...RETRY, maximumAttempts: external.attempts },
+          })
+        : phases
+    )[`${phase.name}Phase`];
+    try {
+      const outcome: PhaseOutcome = await activity(run);
+      for (const field of phase.counts) counts[field] = outcome[field] ?? 0;
+    } catch (err) {
+      if (!external) throw err;
+      // The work stays pending for the next night; the failure is in the run's history.
+      log.warn(`the ${phase.name} phase failed; its entries wait for the next night`, {
+        agentId: run.agentId,
+        error: (err as Error).message,
+      });
+    }
   }
-  const counts: PhaseCounts = {
-    expired,
-    refreshed,
-    rehydrated,
-    summarised,
-    lossySummaries,
-    superseded,
-    spilled,
-    evicted,
-    embedded,
-  };
   return phases.reportPhase(run, counts);
+}
+
+/** Every count at 0, in the registry's order. */
+function emptyCounts(): PhaseCounts {
+  return Object.fromEntries(COUNT_FIELDS.map((field) => [field, 0])) as PhaseCounts;
 }
 
 const nightlyResultSchema = z.strictObject({
@@ -120,18 +113,6 @@ const scheduledStartTime = defineSearchAttributeKey(
   SearchAttributeType.DATETIME,
 );
 
-const EMPTY_COUNTS: PhaseCounts = {
-  expired: 0,
-  refreshed: 0,
-  rehydrated: 0,
-  summarised: 0,
-  lossySummaries: 0,
-  superseded: 0,
-  spilled: 0,
-  evicted: 0,
-  embedded: 0,
-};
-
 /**
  * Started by the Schedule `memgate-nightly`: one `consolidateAgent` child per agent with
  * work, at most `MEMGATE_CONSOLIDATION_CONCURRENCY` at once. An agent whose run fails is
@@ -147,7 +128,7 @@ export async function nightlyConsolidation(raw: NightlyInput = {}): Promise<Nigh
     agents: 0,
     completed: 0,
     failed: [],
-    totals: { ...EMPTY_COUNTS },
+    totals: emptyCounts(),
   };
   const pageSize = input.agentsPerPage ?? AGENTS_PER_PAGE;
   // The last agent whose run started: the next page, or the next run, lists agents after it.

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
+import { PASS_PHASES } from '../../core/nightly/registry';
 import { NightlySchedule } from '../schedule';
 import { config, printJson, withClient } from './context';
 import { isoDateTime, parseOptions } from './options';
@@ -15,9 +16,7 @@ export const backfillOptions = z.object({ from: isoDateTime, to: isoDateTime });
 export function registerNightlyCommands(program: Command): void {
   program
     .command('consolidate')
-    .description(
-      "run one agent's nightly consolidation now (expire, refresh, supersede, consolidate, reclaim)",
-    )
+    .description(`run one agent's nightly consolidation now (${PASS_PHASES.join(', ')})`)
     .requiredOption('-a, --agent <agentId>', 'agent id')
     .option('--as-of <iso>', 'decide as of this instant (default: now)')
     .action(async (raw: Record<string, unknown>, command: Command) => {

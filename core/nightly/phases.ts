@@ -30,12 +30,13 @@ import {
   type ReclaimPolicy,
   type ReclaimStep,
 } from './reclaim';
+import type { CountsOf, PassPhaseName } from './registry';
 
 /**
- * The nightly pass for one agent (docs/nightly.md, Nightly reflective consolidation): expire → refresh →
- * supersede → consolidate → reclaim, written once over `NightStore`, which the MongoDB store
- * (store/nightStore.ts) and the in-memory store of the simulations implement, so a simulation
- * runs the code that runs at night. Every read is by equality on indexed fields
+ * The nightly pass for one agent (docs/nightly.md, Nightly reflective consolidation): its
+ * phases, in the order core/nightly/registry.ts lists them, written once over `NightStore`,
+ * which the MongoDB store (store/nightStore.ts) and the in-memory store of the simulations
+ * implement, so a simulation runs the code that runs at night. Every read is by equality on indexed fields
  * (docs/invariants.md, Index-driven): a phase finds its work through the entries' `pending`
  * lists, terms and subjects, so its cost follows what changed since the last run, not the size
  * of the store. Every phase is idempotent: rerun after a crash at any point, it finishes the
@@ -537,3 +538,26 @@ export async function reclaimPhase(
     hotBefore,
   };
 }
+
+/** What a phase of the pass is handed; each takes what it needs of it. */
+export interface PassContext {
+  night: NightStore;
+  run: NightRun;
+  policy: NightPolicy;
+  models: ConsolidateModels;
+  progress?: Progress;
+}
+
+/**
+ * The phases of the pass by their names in the registry (core/nightly/registry.ts), each
+ * returning its counts: the activities (activities/nightly.ts) and the simulation
+ * (sim/model.ts) run them from here, in the registry's order.
+ */
+export const NIGHT_PASS = {
+  expire: ({ night, run, progress }) => expirePhase(night, run, progress),
+  refresh: ({ night, run, policy, progress }) => refreshPhase(night, run, policy, progress),
+  supersede: ({ night, progress }) => supersedePhase(night, progress),
+  consolidate: ({ night, run, policy, models, progress }) =>
+    consolidatePhase(night, run, policy, models, progress),
+  reclaim: ({ night, run, policy, progress }) => reclaimPhase(night, run, policy, progress),
+} satisfies { [N in PassPhaseName]: (pass: PassContext) => Promise<Record<CountsOf<N>, number>> };
