@@ -76,16 +76,22 @@ export class AdmissionTimeout extends Error {
 
 interface Waiter {
   units: number;
+  tenant: string;
   grant: () => void;
 }
 
 /**
- * A counting semaphore of `capacity` units, granted first come first served: a command that
- * needs many units is not overtaken for ever by commands that need one.
+ * A counting semaphore of `capacity` units, shared fairly between tenants: each tenant's
+ * requests are served first come first served, and the tenants take turns, one grant each,
+ * in the order they began to wait. So a tenant with a hundred commands queued delays
+ * another's next command by at most one command of its own, not a hundred (docs/serving.md,
+ * Tenant against tenant). A request that needs many units is not overtaken for ever: while the
+ * tenant whose turn it is cannot be served, no one is.
  */
 export class Admission {
   private free: number;
-  private readonly queue: Waiter[] = [];
+  /** Waiting requests by tenant; the map's order is the order of turns. */
+  private readonly queues = new Map<string, Waiter[]>();
 
   constructor(readonly capacity: number) {
     this.free = capacity;
@@ -96,8 +102,11 @@ export class Admission {
     return this.capacity - this.free;
   }
 
-  /** Resolves with a release function once `units` are free, or rejects at `deadline` (epoch ms). */
-  acquire(units: number, deadline: number): Promise<() => void> {
+  /**
+   * Resolves with a release function once `units` are free and it is `tenant`'s turn, or
+   * rejects at `deadline` (epoch ms).
+   */
+  acquire(units: number, deadline: number, tenant = ''): Promise<() => void> {
     if (!Number.isInteger(units) || units < 1 || units > this.capacity) {
       return Promise.reject(new RangeError(`cannot admit ${units} of ${this.capacity} units`));
     }
@@ -109,13 +118,14 @@ export class Admission {
       this.free += units;
       this.drain();
     };
-    if (this.queue.length === 0 && this.free >= units) {
+    if (this.queues.size === 0 && this.free >= units) {
       this.free -= units;
       return Promise.resolve(release);
     }
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         units,
+        tenant,
         grant: () => {
           clearTimeout(timer);
           resolve(release);
@@ -123,22 +133,34 @@ export class Admission {
       };
       const timer = setTimeout(
         () => {
-          const at = this.queue.indexOf(waiter);
+          const queue = this.queues.get(tenant);
+          const at = queue?.indexOf(waiter) ?? -1;
           if (at < 0) return;
-          this.queue.splice(at, 1);
+          queue!.splice(at, 1);
+          if (queue!.length === 0) this.queues.delete(tenant);
           // The head may have been the one that held the others back.
           this.drain();
           reject(new AdmissionTimeout(Date.now() - started, units));
         },
         Math.max(0, deadline - Date.now()),
       );
-      this.queue.push(waiter);
+      const queue = this.queues.get(tenant);
+      if (queue) queue.push(waiter);
+      else this.queues.set(tenant, [waiter]);
     });
   }
 
   private drain(): void {
-    while (this.queue.length > 0 && this.free >= this.queue[0]!.units) {
-      const next = this.queue.shift()!;
+    for (;;) {
+      const turn = this.queues.entries().next();
+      if (turn.done) return;
+      const [tenant, queue] = turn.value;
+      const next = queue[0]!;
+      if (this.free < next.units) return;
+      queue.shift();
+      // The tenant served goes to the back of the turns, if it still waits.
+      this.queues.delete(tenant);
+      if (queue.length > 0) this.queues.set(tenant, queue);
       this.free -= next.units;
       next.grant();
     }

@@ -9,6 +9,7 @@ import { policyDrift, policyOf } from '../core/policy';
 import { adoptPolicy } from '../store/policy';
 import { ensureIndexes, openStore, type Store } from '../store/db';
 import { onStoreTimeout, storeLimitsOf } from '../store/guard';
+import { activityTenancy } from './tenancy';
 import type { EmbeddingsEndpoint } from '../llm';
 import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
 
@@ -163,7 +164,11 @@ async function startWorker(
     taskQueue: what.taskQueue,
     ...what.workflows,
     activities,
-    ...(what.interceptors && { interceptors: what.interceptors }),
+    // Tenancy first, so that the caller's interceptors run on the activity's behalf too.
+    interceptors: {
+      ...what.interceptors,
+      activity: [activityTenancy, ...(what.interceptors?.activity ?? [])],
+    },
     ...(config.workerBuildId && {
       workerDeploymentOptions: workerDeploymentOf(config, config.workerBuildId),
     }),
