@@ -19,7 +19,7 @@
 import { randomUUID } from 'node:crypto';
 import { parseConfig } from '../core/config';
 import { dayOf } from '../core/salience';
-import { recordRun } from '../store/nightly';
+import { recordRun } from '../store/runs';
 import { indexedEntry } from '../store/entries';
 import { insertDocumentFrequencies } from '../store/terms';
 import { consolidateAgent, consolidateAgentWorkflowId, consolidationRunId } from '../workflows/nightly';

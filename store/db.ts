@@ -6,6 +6,7 @@ import {
   type Collection,
   type Db,
   type Document,
+  type Filter,
   type OptionalUnlessRequiredId,
 } from 'mongodb';
 import type { Entry } from '../core/entry';
@@ -295,6 +296,30 @@ export async function insertIgnoringExisting<T extends Document & { _id: string 
     }
   }
   return existing;
+}
+
+/** Everything a filter selects, a batch at a time over one cursor, in the server's order. */
+export async function* inBatches<T extends Document>(
+  collection: Collection<T>,
+  filter: Filter<T>,
+  size: number,
+  projection?: Document,
+): AsyncGenerator<T[]> {
+  const cursor = collection.find(filter, projection ? { projection } : {});
+  cursor.batchSize(size);
+  let batch: T[] = [];
+  try {
+    for await (const doc of cursor) {
+      batch.push(doc as T);
+      if (batch.length >= size) {
+        yield batch;
+        batch = [];
+      }
+    }
+    if (batch.length) yield batch;
+  } finally {
+    await cursor.close();
+  }
 }
 
 /**

@@ -4,8 +4,8 @@ import { MongoBulkWriteError, type Collection, type Filter } from 'mongodb';
 import type { Entry, Provenance, Tier } from '../core/entry';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
-import { insertIgnoringExisting, isErasure, type QueryLogRecord, type Store } from './db';
-import { withdrawErased } from './nightly';
+import { insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
+import { erasedAmong, withdrawErased } from './erasure';
 import { documentFrequencies, termKey } from './terms';
 
 /** Deterministic `_id`: a retried write lands on the same document. */
@@ -216,18 +216,6 @@ export async function findCandidates(store: Store, f: CandidateFilter): Promise<
     }
   }
   return candidates;
-}
-
-/** Which of `ids` an erasure has claimed (its tombstone, or that of a summary removed with it), by point reads. */
-export async function erasedAmong(
-  store: Store,
-  agentId: string,
-  ids: readonly string[],
-): Promise<Set<string>> {
-  const stones = await Promise.all(
-    ids.map((_id) => store.tombstones.findOne({ _id, agentId }, { projection: { reason: 1 } })),
-  );
-  return new Set(ids.filter((_, i) => stones[i] && isErasure(stones[i])));
 }
 
 /**
