@@ -46,7 +46,8 @@ import { agentEntries, dropAgents, saveAuditRecords, storedAuditRecordIds } from
 import { evictEntry, spillEntries } from '../store/nightly';
 import { embeddingCacheDir } from '../stack/stack';
 import type { Store } from '../store/db';
-import { entryId, insertNewEntries } from '../store/entries';
+import { entryId } from '../core/ids';
+import { insertNewEntries } from '../store/entries';
 import {
   haystackTurns,
   listQuestions,

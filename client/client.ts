@@ -49,7 +49,8 @@ import {
 import { assertNotAhead } from '../core/clock';
 import { eraseAgent, eraseAgentWorkflowId } from '../workflows/eraseAgent';
 import { forget, forgetWorkflowId } from '../workflows/forget';
-import { consolidateAgent, consolidateAgentWorkflowId } from '../workflows/nightly';
+import { consolidateAgent } from '../workflows/nightly';
+import { consolidateAgentWorkflowId } from '../core/ids';
 import { restore, restoreWorkflowId } from '../workflows/restore';
 import { reembed, reembedWorkflowId } from '../workflows/reembed';
 import { agentMemory, agentMemoryWorkflowId, writeUpdate } from '../workflows/agentMemory';

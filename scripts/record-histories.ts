@@ -32,7 +32,8 @@ import { agentMemory, agentMemoryWorkflowId } from '../workflows/agentMemory';
 import { contextWindow, contextWindowWorkflowId } from '../workflows/contextWindow';
 import { eraseAgentWorkflowId } from '../workflows/eraseAgent';
 import { forgetWorkflowId } from '../workflows/forget';
-import { consolidateAgentWorkflowId, nightlyConsolidation } from '../workflows/nightly';
+import { consolidateAgentWorkflowId } from '../core/ids';
+import { nightlyConsolidation } from '../workflows/nightly';
 import { reembedWorkflowId } from '../workflows/reembed';
 import { restoreWorkflowId } from '../workflows/restore';
 

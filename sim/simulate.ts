@@ -3,7 +3,7 @@ import { queryMatches } from '../core/nightly/plans';
 import { DAY_MS } from '../core/salience';
 import { terms } from '../core/text';
 import { judge, readAnswer, Tally } from './judge';
-import { entryId } from '../store/entries';
+import { entryId } from '../core/ids';
 import {
   DECISION_KINDS,
   SimStore,

@@ -1,7 +1,8 @@
 import type { MemgateClient } from '../client/client';
 import type { Config } from '../core/config';
 import type { WriteEntryInput } from '../core/entry';
-import { consolidateAgent, consolidateAgentWorkflowId, consolidationRunId } from '../workflows/nightly';
+import { consolidateAgent } from '../workflows/nightly';
+import { consolidateAgentWorkflowId, consolidationRunId } from '../core/ids';
 import { judge, readAnswer, Tally } from './judge';
 import { DECISION_KINDS, type NightDecisions } from './model';
 import { JUDGED_K } from './simulate';

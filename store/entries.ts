@@ -1,29 +1,12 @@
 import type { WriteStatus } from '../core/messages';
-import { createHash } from 'node:crypto';
 import { MongoBulkWriteError, type Collection, type Filter } from 'mongodb';
 import type { Entry, Provenance, Tier } from '../core/entry';
+import { entryId } from '../core/ids';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
 import { insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
 import { erasedAmong, withdrawErased } from './erasure';
 import { documentFrequencies, termKey } from './terms';
-
-/** Deterministic `_id`: a retried write lands on the same document. */
-export function entryId(
-  agentId: string,
-  key: { idempotencyKey: string } | { text: string; source: Provenance; writtenAt: number },
-): string {
-  const h = createHash('sha256').update(agentId).update('\0');
-  if ('idempotencyKey' in key) h.update('key\0').update(key.idempotencyKey);
-  else
-    h.update('content\0')
-      .update(key.text)
-      .update('\0')
-      .update(JSON.stringify(key.source))
-      .update('\0')
-      .update(String(key.writtenAt));
-  return h.digest('base64url').slice(0, 32);
-}
 
 /** The id a written entry derives: by its idempotency key, else by its content and time. */
 export function writtenEntryId(

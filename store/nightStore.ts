@@ -17,10 +17,10 @@ import {
   rehydrateEntry,
   retireSummary,
   spillEntries,
-  summaryId,
   supersedeEntry,
   writeSummary,
 } from './nightly';
+import { summaryId } from '../core/ids';
 import { findById, locateEntry, storedEntries, tierCollection, TIERS } from './tiers';
 import { previousRunAsOf } from './runs';
 import { countEntryTerms, documentFrequencies } from './terms';

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import {
   assessSummary,
   claimPatch,
@@ -312,13 +311,6 @@ export async function evictEntry(
 }
 
 // Consolidate ---------------------------------------------------------------------------
-
-/** Deterministic summary id: the same sources always make the same summary document. */
-export function summaryId(agentId: string, sourceIds: readonly string[]): string {
-  const h = createHash('sha256').update(agentId).update('\0summary\0');
-  for (const id of [...sourceIds].sort()) h.update(id).update('\0');
-  return h.digest('base64url').slice(0, 32);
-}
 
 /**
  * Store a summary (unless either tier already holds it) and link each source to the summary as

@@ -7,7 +7,8 @@ import { startHttpServer, type RunningServer } from '../../client/commands/serve
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { registerAgent } from '../../store/agents';
-import { entryId, indexedEntry, settledEntry } from '../../store/entries';
+import { entryId } from '../../core/ids';
+import { indexedEntry, settledEntry } from '../../store/entries';
 import { createKey } from '../../store/keys';
 import { importExport, importedId, type ImportResult } from '../../store/portable';
 import type { RecallResult } from '../../store/recall';

@@ -7,12 +7,8 @@ import type { PhaseInput } from '../../activities/nightly';
 import { parseConfig } from '../../core/config';
 import type { PhaseCounts } from '../../core/messages';
 import { policyOf } from '../../core/policy';
-import {
-  consolidateAgent,
-  consolidateAgentWorkflowId,
-  consolidationRunId,
-  nightlyConsolidation,
-} from '../../workflows/nightly';
+import { consolidateAgent, nightlyConsolidation } from '../../workflows/nightly';
+import { consolidateAgentWorkflowId, consolidationRunId } from '../../core/ids';
 import { startWorkflowEnv, stubbedWorker, typedFailure } from '../support/stubbedWorker';
 
 let env: TestWorkflowEnvironment;
