@@ -2,8 +2,8 @@ import js from '@eslint/js';
 import regexp from 'eslint-plugin-regexp';
 import tseslint from 'typescript-eslint';
 
-/** Pure files outside core/: the audit's records and arms, which core's message schemas name. */
-const AUDIT_PURE = ['audit/records.ts', 'audit/arms.ts', 'audit/report.ts'];
+/** Pure files outside core/: the audit's records, arms, report and message schemas. */
+const AUDIT_PURE = ['audit/records.ts', 'audit/arms.ts', 'audit/report.ts', 'audit/messages.ts'];
 
 const rule = (patterns, paths = []) => ({
   '@typescript-eslint/no-restricted-imports': ['error', { paths, patterns }],
@@ -32,7 +32,7 @@ function layers() {
         [
           notBench,
           {
-            regex: '^(?!zod$|@temporalio/common$|\\./|\\.\\./audit/(records|arms)$)',
+            regex: '^(?!zod$|@temporalio/common$|\\./)',
             message: 'core/ imports only core, zod and @temporalio/common.',
             allowTypeImports: false,
           },
@@ -59,7 +59,7 @@ function layers() {
         [
           notBench,
           {
-            regex: '^(?!zod$|@temporalio/common$|\\./|\\.\\./[^./]|\\.\\./\\.\\./audit/(records|arms)$)',
+            regex: '^(?!zod$|@temporalio/common$|\\./|\\.\\./[^./])',
             message: 'core/ imports only core, zod and @temporalio/common.',
           },
         ],

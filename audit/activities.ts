@@ -1,5 +1,5 @@
 import { REFERENCE_PASSAGES } from '../core/referencePassages';
-import type { QuestionRef } from '../core/messages';
+import type { QuestionRef } from './messages';
 import { activityInfo, Context, heartbeat } from '@temporalio/activity';
 import {
   armPolicy,
@@ -30,14 +30,14 @@ import {
 import type { Config } from '../core/config';
 import { buildEntry, memoryPolicy, type Entry, type MemoryPolicy } from '../core/entry';
 import { InvalidInputError, StackUnavailableError } from '../core/errors';
+import { parseInput } from '../core/messages';
 import {
   auditArmTaskSchema,
   auditListSchema,
   auditQuestionTaskSchema,
-  parseInput,
   type AuditArmTask,
   type AuditQuestionTask,
-} from '../core/messages';
+} from './messages';
 import { reclaimPolicy } from '../core/nightly/reclaim';
 import { chooseJudge, chooseReader, createEmbedder, type EmbeddingsEndpoint, type Models } from '../llm';
 import { openEmbeddingCache, type EmbeddingCache } from '../llm/embeddingCache';

@@ -5,7 +5,7 @@ import { Option, type Command } from 'commander';
 import { z } from 'zod';
 import { summarizeAudit } from './records';
 import { InvalidInputError, StackUnavailableError } from '../core/errors';
-import { auditInputSchema, auditSettingsSchema } from '../core/messages';
+import { auditInputSchema, auditSettingsSchema } from './messages';
 import { chooseJudge, chooseReader, createModels } from '../llm';
 import { auditRecordsOfRun } from '../store/audit';
 import {
