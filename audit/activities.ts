@@ -44,7 +44,6 @@ import { openEmbeddingCache, type EmbeddingCache } from '../llm/embeddingCache';
 import type { Judge, Reader } from '../llm/models';
 import { agentEntries, dropAgents, saveAuditRecords, storedAuditRecordIds } from '../store/audit';
 import { evictEntry, spillEntries } from '../store/nightly';
-import { embeddingCacheDir } from '../stack/stack';
 import type { Store } from '../store/db';
 import { entryId } from '../core/ids';
 import { insertNewEntries } from '../store/entries';
@@ -145,6 +144,7 @@ export function createAuditActivities(
   config: Config,
   models: Models,
   embeddings: EmbeddingsEndpoint,
+  embeddingCacheDir: string,
 ) {
   // The audit's agents are its own, on its own task queue (the nightly run never touches
   // them), and one process runs it: the auditing operator's settings decide for them.
@@ -167,7 +167,7 @@ export function createAuditActivities(
       throw new StackUnavailableError(
         `the audit's hybrid ranker needs embeddings: ${(embeddings as { unavailable: string }).unavailable}`,
       );
-    vectors ??= openEmbeddingCache(embeddingCacheDir(config), embedder.model, embedder.dimensions);
+    vectors ??= openEmbeddingCache(embeddingCacheDir, embedder.model, embedder.dimensions);
     await vectors.fill(embedder, 'query', [question]);
     await vectors.fill(embedder, 'passage', [...units.map((u) => u.text), ...REFERENCE_PASSAGES], progress);
     const cache = vectors;

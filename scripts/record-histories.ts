@@ -20,7 +20,7 @@ import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { auditTaskQueue, auditWorkflowId, memgateAudit } from '../audit/workflow';
 import { terminateOpenWorkflows } from '../client/admin';
 import { MemgateClient, type ClientEndpoints } from '../client/client';
-import { resolveEmbeddings } from '../client/connection';
+import { resolveEmbeddings } from '../stack/connection';
 import { WindowClient } from '../client/window';
 import { ContentCodec, ENCRYPTED_ENCODING } from '../codec/payloadCodec';
 import { parseConfig } from '../core/config';

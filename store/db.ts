@@ -324,7 +324,7 @@ export async function* inBatches<T extends Document>(
 
 /**
  * A failure of the store's server or of the connection to it, as the typed error the rest of
- * memgate speaks: no driver error leaves the store layer's callers' boundary (client/errors.ts).
+ * memgate speaks: no driver error leaves the store layer's callers' boundary (client/client.ts).
  */
 export function storeFailure(err: unknown): StackUnavailableError | undefined {
   if (!(err instanceof MongoError)) return undefined;

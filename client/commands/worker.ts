@@ -2,7 +2,7 @@ import { maskUri } from '../../core/config';
 import type { Command } from 'commander';
 import { stackDown, stackUp } from '../../stack/stack';
 import { ensureNightlySchedule } from '../schedule';
-import { resolveEmbeddings } from '../connection';
+import { resolveEmbeddings } from '../../stack/connection';
 import { MemgateClient } from '../client';
 import { config, resolveEndpoints } from './context';
 import { announce, startHttpServer } from './serve';
