@@ -1,5 +1,3 @@
-import { existsSync } from 'node:fs';
-import { join } from 'node:path';
 import js from '@eslint/js';
 import regexp from 'eslint-plugin-regexp';
 import tseslint from 'typescript-eslint';
@@ -7,9 +5,9 @@ import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 
 /**
  * The layer graph (docs/architecture.md, Layout): each layer, the files it holds, and the layers
- * it may import; every other layer's files are refused, so the arrows run one way. A layer is a
- * top-level folder, or named files of one where a folder holds more than one layer (the audit is
- * a slice through the layers; the CLI's files sit in client/). `types` are layers it may import
+ * it may import; every other layer's files are refused, so the arrows run one way. A layer's files
+ * are top-level folders, or named modules of a folder that holds more than one layer (the audit
+ * is a slice through the layers). `types` are layers it may import
  * types of only, `packages` (when given) the only packages it may import, and `mongodb` marks the
  * layers that may import the driver.
  */
@@ -51,7 +49,7 @@ const LAYERS = {
     packages: ['zod', 'fastify', '@fastify/*', '@modelcontextprotocol/sdk/*'],
   },
   cli: {
-    files: ['client/cli', 'client/commands', 'audit/command'],
+    files: ['cli', 'audit/command'],
     imports: [
       'core',
       'auditRecords',
@@ -129,7 +127,6 @@ const LAYERS = {
 const MAX_DEPTH = 3;
 
 const escape = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-const isFolder = (path) => !path.includes('/');
 
 /**
  * The specifier prefix by which a file `depth` folders below the top of `folder` imports `path`
@@ -157,10 +154,7 @@ function layerRules(name, layer, folder, depth) {
   const filesOf = (names) => names.flatMap((n) => LAYERS[n].files);
   const others = Object.keys(LAYERS).filter((n) => n !== name);
   const refused = others.filter((n) => !layer.imports.includes(n) && !layer.types?.includes(n));
-  // A folder of an allowed layer may hold the modules of a refused one (client/ the CLI's),
-  // refused by their own paths.
-  const allowedPaths = filesOf([name, ...layer.imports, ...(layer.types ?? [])]);
-  const refusedPaths = filesOf(refused).filter((p) => !allowedPaths.includes(p));
+  const refusedPaths = filesOf(refused);
   const why = `${name} imports only ${layer.imports.join(', ') || 'itself'}${layer.types ? ` (and types of ${layer.types.join(', ')})` : ''} (docs/architecture.md, Layout).`;
   const patterns = [];
   if (refusedPaths.length) {
@@ -186,33 +180,28 @@ function layerRules(name, layer, folder, depth) {
 }
 
 /**
- * Where a layer's path holds files: a module is one file; a folder (top-level or within one) is
- * a place per depth below it, since a relative specifier's `../` count depends on the depth.
+ * Where a layer's path holds files: a module is one file; a folder is a place per depth below
+ * it, since a relative specifier's `../` count depends on the depth.
  */
 function places(path) {
   const [folder, ...rest] = path.split('/');
-  if (rest.length > 0 && existsSync(join(import.meta.dirname, `${path}.ts`))) {
-    return [{ folder, depth: rest.length - 1, files: [`${path}.ts`] }];
-  }
-  return Array.from({ length: MAX_DEPTH + 1 }, (_, d) => ({
+  if (rest.length > 0) return [{ folder, depth: rest.length - 1, files: [`${path}.ts`] }];
+  return Array.from({ length: MAX_DEPTH + 1 }, (_, depth) => ({
     folder,
-    depth: rest.length + d,
-    files: [`${path}/${'*/'.repeat(d)}*.ts`],
+    depth,
+    files: [`${path}/${'*/'.repeat(depth)}*.ts`],
   }));
 }
 
-/** One configuration per layer and place, generated from LAYERS; a place leaves out the paths of other layers inside it. */
+/** One configuration per layer and place, generated from LAYERS. */
 function layers() {
-  const named = Object.values(LAYERS).flatMap((l) => l.files.filter((f) => !isFolder(f)));
   return Object.entries(LAYERS).flatMap(([name, layer]) =>
-    layer.files.flatMap((path) => {
-      const inside = named.filter((m) => m.startsWith(`${path}/`));
-      return places(path).map(({ folder, depth, files }) => ({
+    layer.files.flatMap((path) =>
+      places(path).map(({ folder, depth, files }) => ({
         files,
-        ...(inside.length && { ignores: inside.flatMap((m) => [`${m}.ts`, `${m}/**`]) }),
         rules: layerRules(name, layer, folder, depth),
-      }));
-    }),
+      })),
+    ),
   );
 }
 

@@ -19,8 +19,8 @@ import {
 import { MemgateClient } from '../client/client';
 import { toMemgateError } from '../client/errors';
 import { renderChart, renderTable } from './report';
-import { config, resolveEndpoints } from '../client/commands/context';
-import { commaList, numeric, parseOptions } from '../client/commands/options';
+import { config, resolveEndpoints } from '../cli/commands/context';
+import { commaList, numeric, parseOptions } from '../cli/commands/options';
 
 /** The shared LongMemEval-S sample, beside the repository. */
 // Beside the repository: two levels up from audit/ in the sources, three from dist/audit/.

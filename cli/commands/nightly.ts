@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { NightlySchedule } from '../schedule';
+import { NightlySchedule } from '../../client/schedule';
 import { config, printJson, withClient } from './context';
 import { isoDateTime, parseOptions } from './options';
 

@@ -1,6 +1,6 @@
 import { parseConfig, type Config } from '../../core/config';
 import { endpoints as localEndpoints, stackStatus } from '../../stack/stack';
-import { MemgateClient, type ClientEndpoints } from '../client';
+import { MemgateClient, type ClientEndpoints } from '../../client/client';
 import { resolveEmbeddings } from '../../stack/connection';
 import { StackUnavailableError } from '../../core/errors';
 
