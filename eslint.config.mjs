@@ -1,139 +1,208 @@
 import js from '@eslint/js';
 import regexp from 'eslint-plugin-regexp';
 import tseslint from 'typescript-eslint';
+import { createNodeResolver, importX } from 'eslint-plugin-import-x';
 
-/** Pure files outside core/: the audit's records and arms, which core's message schemas name. */
-const AUDIT_PURE = ['audit/records.ts', 'audit/arms.ts', 'audit/report.ts'];
-
-const rule = (patterns, paths = []) => ({
-  '@typescript-eslint/no-restricted-imports': ['error', { paths, patterns }],
-});
-const mongodb = { name: 'mongodb', message: 'Only store/ imports the MongoDB driver.' };
-const notBench = {
-  regex: '(^|/)bench(/|$)',
-  message: 'Nothing imports bench/: the simulation lives in sim/.',
+/**
+ * The layer graph (docs/architecture.md, Layout): each layer, the files it holds, and the layers
+ * it may import; every other layer's files are refused, so the arrows run one way. A layer's files
+ * are top-level folders, or named modules of a folder that holds more than one layer (the audit
+ * is a slice through the layers). `types` are layers it may import
+ * types of only, `packages` (when given) the only packages it may import, and `mongodb` marks the
+ * layers that may import the driver.
+ */
+const LAYERS = {
+  core: { files: ['core'], imports: [], packages: ['zod', '@temporalio/common'] },
+  auditRecords: {
+    files: ['audit/records', 'audit/arms', 'audit/report', 'audit/messages'],
+    imports: ['core'],
+    packages: ['zod', '@temporalio/common'],
+  },
+  vectorEngine: { files: ['vectorEngine'], imports: ['core'], packages: ['usearch', 'node:*'] },
+  llm: { files: ['llm'], imports: ['core'] },
+  store: { files: ['store'], imports: ['core', 'auditRecords', 'vectorEngine'], mongodb: true },
+  codec: { files: ['codec'], imports: ['core', 'store'], packages: ['node:*', '@temporalio/common'] },
+  stack: { files: ['stack'], imports: ['core', 'llm', 'store'] },
+  activities: {
+    files: ['activities', 'audit/activities', 'audit/longMemEval'],
+    imports: ['core', 'auditRecords', 'vectorEngine', 'llm', 'store', 'codec'],
+  },
+  // Deterministic code: the workflow API and core; activities only as types (proxies).
+  workflows: {
+    files: ['workflows', 'audit/workflow'],
+    imports: ['core', 'auditRecords'],
+    types: ['activities'],
+    packages: ['zod', '@temporalio/workflow', '@temporalio/common'],
+  },
+  worker: {
+    files: ['worker'],
+    imports: ['core', 'auditRecords', 'llm', 'store', 'codec', 'stack', 'activities', 'workflows'],
+  },
+  client: {
+    files: ['client'],
+    imports: ['core', 'auditRecords', 'llm', 'store', 'codec', 'stack', 'workflows'],
+  },
+  // The HTTP API answers through the client (MemgateClient, WindowClient), never the store.
+  server: {
+    files: ['server'],
+    imports: ['core', 'client'],
+    packages: ['zod', 'fastify', '@fastify/*', '@modelcontextprotocol/sdk/*'],
+  },
+  cli: {
+    files: ['cli', 'audit/command'],
+    imports: [
+      'core',
+      'auditRecords',
+      'llm',
+      'store',
+      'codec',
+      'stack',
+      'workflows',
+      'worker',
+      'client',
+      'server',
+    ],
+  },
+  sim: { files: ['sim'], imports: ['core', 'llm', 'workflows'], types: ['client'] },
+  scripts: {
+    files: ['scripts'],
+    imports: [
+      'core',
+      'auditRecords',
+      'llm',
+      'store',
+      'codec',
+      'stack',
+      'workflows',
+      'worker',
+      'client',
+      'cli',
+    ],
+  },
+  // Nothing imports bench: the simulation lives in sim/.
+  bench: {
+    files: ['bench'],
+    imports: [
+      'core',
+      'auditRecords',
+      'vectorEngine',
+      'llm',
+      'store',
+      'codec',
+      'stack',
+      'activities',
+      'workflows',
+      'worker',
+      'client',
+      'cli',
+      'sim',
+      'test',
+    ],
+    mongodb: true,
+  },
+  test: {
+    files: ['test'],
+    imports: [
+      'core',
+      'auditRecords',
+      'vectorEngine',
+      'llm',
+      'store',
+      'codec',
+      'stack',
+      'activities',
+      'workflows',
+      'worker',
+      'client',
+      'server',
+      'cli',
+      'sim',
+      'scripts',
+    ],
+    mongodb: true,
+  },
 };
 
+/** Folders deeper than this below a layer's folder get no layer rule (test/unit/layers.test.ts checks none exists). */
+const MAX_DEPTH = 3;
+
+const escape = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/**
+ * The specifier prefix by which a file `depth` folders below the top of `folder` imports `path`
+ * (a folder or a module, both relative to the root): `./x`, `../x`, `../../x` and so on.
+ */
+function relative(folder, depth, path) {
+  const [top, ...rest] = path.split('/');
+  if (top === folder && rest.length > 0)
+    return `${depth === 0 ? '\\./' : '(\\.\\./)'.repeat(depth)}${escape(rest.join('/'))}`;
+  return `(\\.\\./){${depth + 1}}${escape(path)}`;
+}
+
+/** A regex matching the specifiers of `paths` (folders or modules) seen from `depth` below `folder`. */
+function specifiers(folder, depth, paths) {
+  return `^(${paths.map((path) => relative(folder, depth, path)).join('|')})(/|$)`;
+}
+
+/** The packages a layer may import, as the negative look-ahead of a regex refusing all others. */
+function onlyPackages(packages) {
+  const allowed = packages.map((p) => (p.endsWith('*') ? escape(p.slice(0, -1)) : `${escape(p)}$`));
+  return `^(?![./])(?!${allowed.join('|')})`;
+}
+
+function layerRules(name, layer, folder, depth) {
+  const filesOf = (names) => names.flatMap((n) => LAYERS[n].files);
+  const others = Object.keys(LAYERS).filter((n) => n !== name);
+  const refused = others.filter((n) => !layer.imports.includes(n) && !layer.types?.includes(n));
+  const refusedPaths = filesOf(refused);
+  const why = `${name} imports only ${layer.imports.join(', ') || 'itself'}${layer.types ? ` (and types of ${layer.types.join(', ')})` : ''} (docs/architecture.md, Layout).`;
+  const patterns = [];
+  if (refusedPaths.length) {
+    patterns.push({ regex: specifiers(folder, depth, refusedPaths), message: why });
+  }
+  if (layer.types) {
+    patterns.push({
+      regex: specifiers(folder, depth, filesOf(layer.types)),
+      message: why,
+      allowTypeImports: true,
+    });
+  }
+  if (layer.packages) {
+    patterns.push({
+      regex: onlyPackages(layer.packages),
+      message: `${name} imports only the packages ${layer.packages.join(', ')}.`,
+    });
+  }
+  const paths = layer.mongodb
+    ? []
+    : [{ name: 'mongodb', message: 'Only store/ imports the MongoDB driver.' }];
+  return { '@typescript-eslint/no-restricted-imports': ['error', { paths, patterns }] };
+}
+
+/**
+ * Where a layer's path holds files: a module is one file; a folder is a place per depth below
+ * it, since a relative specifier's `../` count depends on the depth.
+ */
+function places(path) {
+  const [folder, ...rest] = path.split('/');
+  if (rest.length > 0) return [{ folder, depth: rest.length - 1, files: [`${path}.ts`] }];
+  return Array.from({ length: MAX_DEPTH + 1 }, (_, depth) => ({
+    folder,
+    depth,
+    files: [`${path}/${'*/'.repeat(depth)}*.ts`],
+  }));
+}
+
+/** One configuration per layer and place, generated from LAYERS. */
 function layers() {
-  return [
-    {
-      files: ['**/*.ts'],
-      ignores: ['store/**', 'test/**', 'bench/**'],
-      rules: rule([notBench], [mongodb]),
-    },
-    {
-      files: ['store/**/*.ts', 'test/**/*.ts'],
-      rules: rule([notBench]),
-    },
-    {
-      // core is pure policy: its own modules, zod, and Temporal's failure types.
-      files: ['core/*.ts'],
-      rules: rule(
-        [
-          notBench,
-          {
-            regex: '^(?!zod$|@temporalio/common$|\\./|\\.\\./audit/(records|arms)$)',
-            message: 'core/ imports only core, zod and @temporalio/common.',
-            allowTypeImports: false,
-          },
-        ],
-        [mongodb],
-      ),
-    },
-    {
-      files: AUDIT_PURE,
-      rules: rule(
-        [
-          notBench,
-          {
-            regex: '^(?!zod$|@temporalio/common$|\\./|\\.\\./core/)',
-            message: "The audit's pure files import only core, zod and @temporalio/common.",
-          },
-        ],
-        [mongodb],
-      ),
-    },
-    {
-      files: ['core/*/*.ts'],
-      rules: rule(
-        [
-          notBench,
-          {
-            regex: '^(?!zod$|@temporalio/common$|\\./|\\.\\./[^./]|\\.\\./\\.\\./audit/(records|arms)$)',
-            message: 'core/ imports only core, zod and @temporalio/common.',
-          },
-        ],
-        [mongodb],
-      ),
-    },
-    {
-      // Deterministic code: core, the workflow API, zod; activities only as types (proxies).
-      files: ['workflows/*.ts', 'audit/workflow.ts'],
-      rules: rule(
-        [
-          notBench,
-          {
-            regex: '^(?!zod$|@temporalio/(workflow|common)$|\\./|\\.\\./core/)',
-            message: 'workflows/ import only core, @temporalio/workflow and zod (and types).',
-            allowTypeImports: true,
-          },
-        ],
-        [mongodb],
-      ),
-    },
-    {
-      // The HTTP API answers through the client (MemgateClient, WindowClient), never the store.
-      files: ['server/**/*.ts'],
-      rules: rule(
-        [
-          notBench,
-          {
-            regex: '^(?!zod$|fastify$|@fastify/|@modelcontextprotocol/sdk/|\\./|\\.\\./(core|client)/)',
-            message: 'server/ imports only core, client, fastify and its plugins, zod and the MCP SDK.',
-          },
-        ],
-        [mongodb],
-      ),
-    },
-    {
-      // The vector engine is a derived index: core, usearch and Node only, never the store.
-      files: ['vectorEngine/*.ts'],
-      rules: rule(
-        [
-          notBench,
-          {
-            regex: '^(?!usearch$|node:|\\./|\\.\\./core/)',
-            message: 'vectorEngine/ imports only core, usearch and Node.',
-          },
-        ],
-        [mongodb],
-      ),
-    },
-    {
-      // The codec seals and encrypts what reaches Temporal, with keys from the store.
-      files: ['codec/*.ts'],
-      rules: rule(
-        [
-          {
-            regex: '^(?!node:|@temporalio/common$|\\./|\\.\\./(core|store)/)',
-            message: 'codec/ imports only core, store, @temporalio/common and Node.',
-          },
-        ],
-        [mongodb],
-      ),
-    },
-    {
-      files: ['activities/*.ts', 'audit/activities.ts', 'audit/longMemEval.ts'],
-      rules: rule(
-        [
-          notBench,
-          { regex: '(^|/)workflows(/|$)|^\\./workflow$', message: 'activities never import workflows.' },
-          { regex: '(^|/)client(/|$)', message: 'activities never import the client.' },
-        ],
-        [mongodb],
-      ),
-    },
-  ];
+  return Object.entries(LAYERS).flatMap(([name, layer]) =>
+    layer.files.flatMap((path) =>
+      places(path).map(({ folder, depth, files }) => ({
+        files,
+        rules: layerRules(name, layer, folder, depth),
+      })),
+    ),
+  );
 }
 
 export default tseslint.config(
@@ -157,9 +226,21 @@ export default tseslint.config(
       'object-shorthand': ['error', 'always'],
     },
   },
-  // The layer graph (docs/architecture.md, Layout). Each folder imports only what its layer may; a value
-  // import across a forbidden edge fails lint, a type-only import of a message shape does not.
+  // The layer graph (LAYERS above): an import across a refused edge fails lint, a type-only one too
+  // unless the layer's `types` name it (a workflow names its activities so).
   ...layers(),
+  {
+    // Within a layer too, modules import one way: no module reaches itself through its imports.
+    // Packages are not followed (ignoreExternal), so the check reads only memgate's own files.
+    files: ['**/*.ts'],
+    plugins: { 'import-x': importX },
+    settings: {
+      'import-x/extensions': ['.ts'],
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js', '.json'] })],
+    },
+    rules: { 'import-x/no-cycle': ['error', { ignoreExternal: true }] },
+  },
   {
     // Patterns run on user text in the write path and the nightly run: none may take time
     // super-linear in its input, whether by backtracking or by restarting at every position.

@@ -5,7 +5,7 @@ import { assessSummary, buildSummaryEntry } from '../core/nightly/clusters';
 import type { Policy } from '../core/policy';
 import { extractiveSummary, type Summarizer } from '../llm/summarizer';
 import type { Store } from '../store/db';
-import { erasedAmong } from '../store/entries';
+import { deleteEntry, erasedAmong } from '../store/erasure';
 import {
   eraseFromQueryLog,
   removeSummary,
@@ -15,7 +15,7 @@ import {
   unlinkSummary,
   unlinkSupersession,
 } from '../store/forget';
-import { deleteEntry, storedEntries } from '../store/nightly';
+import { storedEntries } from '../store/tiers';
 import { heartbeat } from './liveness';
 
 interface ForgetStep {

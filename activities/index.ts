@@ -59,10 +59,19 @@ export type ForgetActivities = ReturnType<typeof createForgetActivities> & Polic
 export type RestoreActivities = ReturnType<typeof createRestoreActivities>;
 export type EraseAgentActivities = ReturnType<typeof createEraseAgentActivities>;
 
-/** The audit's, for its own worker on its own task queue: production workers never load them. */
-export function createAuditWorkerActivities(deps: ActivityDeps) {
+/**
+ * The audit's, for its own worker on its own task queue: production workers never load them.
+ * The hybrid ranker caches its vectors in `embeddingCacheDir` (llm/embeddingCache.ts).
+ */
+export function createAuditWorkerActivities(deps: ActivityDeps, embeddingCacheDir: string) {
   return withTypedFailures(
-    createAuditActivities(deps.store, deps.config, createModels(deps.config), deps.embeddings),
+    createAuditActivities(
+      deps.store,
+      deps.config,
+      createModels(deps.config),
+      deps.embeddings,
+      embeddingCacheDir,
+    ),
   );
 }
 

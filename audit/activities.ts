@@ -1,5 +1,5 @@
 import { REFERENCE_PASSAGES } from '../core/referencePassages';
-import type { QuestionRef } from '../core/messages';
+import type { QuestionRef } from './messages';
 import { activityInfo, Context, heartbeat } from '@temporalio/activity';
 import {
   armPolicy,
@@ -30,23 +30,23 @@ import {
 import type { Config } from '../core/config';
 import { buildEntry, memoryPolicy, type Entry, type MemoryPolicy } from '../core/entry';
 import { InvalidInputError, StackUnavailableError } from '../core/errors';
+import { parseInput } from '../core/messages';
 import {
   auditArmTaskSchema,
   auditListSchema,
   auditQuestionTaskSchema,
-  parseInput,
   type AuditArmTask,
   type AuditQuestionTask,
-} from '../core/messages';
+} from './messages';
 import { reclaimPolicy } from '../core/nightly/reclaim';
 import { chooseJudge, chooseReader, createEmbedder, type EmbeddingsEndpoint, type Models } from '../llm';
 import { openEmbeddingCache, type EmbeddingCache } from '../llm/embeddingCache';
 import type { Judge, Reader } from '../llm/models';
 import { agentEntries, dropAgents, saveAuditRecords, storedAuditRecordIds } from '../store/audit';
 import { evictEntry, spillEntries } from '../store/nightly';
-import { embeddingCacheDir } from '../stack/stack';
 import type { Store } from '../store/db';
-import { entryId, insertNewEntries } from '../store/entries';
+import { entryId } from '../core/ids';
+import { insertNewEntries } from '../store/entries';
 import {
   haystackTurns,
   listQuestions,
@@ -144,6 +144,7 @@ export function createAuditActivities(
   config: Config,
   models: Models,
   embeddings: EmbeddingsEndpoint,
+  embeddingCacheDir: string,
 ) {
   // The audit's agents are its own, on its own task queue (the nightly run never touches
   // them), and one process runs it: the auditing operator's settings decide for them.
@@ -166,7 +167,7 @@ export function createAuditActivities(
       throw new StackUnavailableError(
         `the audit's hybrid ranker needs embeddings: ${(embeddings as { unavailable: string }).unavailable}`,
       );
-    vectors ??= openEmbeddingCache(embeddingCacheDir(config), embedder.model, embedder.dimensions);
+    vectors ??= openEmbeddingCache(embeddingCacheDir, embedder.model, embedder.dimensions);
     await vectors.fill(embedder, 'query', [question]);
     await vectors.fill(embedder, 'passage', [...units.map((u) => u.text), ...REFERENCE_PASSAGES], progress);
     const cache = vectors;

@@ -5,7 +5,7 @@ import { Option, type Command } from 'commander';
 import { z } from 'zod';
 import { summarizeAudit } from './records';
 import { InvalidInputError, StackUnavailableError } from '../core/errors';
-import { auditInputSchema, auditSettingsSchema } from '../core/messages';
+import { auditInputSchema, auditSettingsSchema } from './messages';
 import { chooseJudge, chooseReader, createModels } from '../llm';
 import { auditRecordsOfRun } from '../store/audit';
 import {
@@ -19,8 +19,8 @@ import {
 import { MemgateClient } from '../client/client';
 import { toMemgateError } from '../client/errors';
 import { renderChart, renderTable } from './report';
-import { config, resolveEndpoints } from '../client/commands/context';
-import { commaList, numeric, parseOptions } from '../client/commands/options';
+import { config, resolveEndpoints } from '../cli/commands/context';
+import { commaList, numeric, parseOptions } from '../cli/commands/options';
 
 /** The shared LongMemEval-S sample, beside the repository. */
 // Beside the repository: two levels up from audit/ in the sources, three from dist/audit/.

@@ -1,4 +1,4 @@
-import type { QuestionRef } from '../core/messages';
+import type { QuestionRef } from './messages';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { z } from 'zod';

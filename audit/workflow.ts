@@ -8,9 +8,10 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { AuditActivities } from '../activities';
-import type { QuestionRef } from '../core/messages';
+import type { QuestionRef } from './messages';
 import { AUDIT_ARMS } from './records';
-import { auditInputSchema, parseInput, type AuditInput } from '../core/messages';
+import { parseInput } from '../core/messages';
+import { auditInputSchema, type AuditInput } from './messages';
 import { asApplicationFailure } from '../core/failures';
 
 /** The restore-counterfactual audit: one workflow per run id, resumable. */

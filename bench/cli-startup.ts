@@ -52,7 +52,7 @@ function main(): void {
     writeFileSync(
       viaTsx,
       `require(${JSON.stringify(require.resolve('tsx/cjs'))});\n` +
-        `require(${JSON.stringify(join(ROOT, 'client', 'cli.ts'))}).main(process.argv).then((code) => process.exit(code));\n`,
+        `require(${JSON.stringify(join(ROOT, 'cli', 'cli.ts'))}).main(process.argv).then((code) => process.exit(code));\n`,
     );
     const modes = { tsx: viaTsx, compiled: BIN };
     // An empty state directory and no configured servers: recall finds no stack, at once.

@@ -22,7 +22,8 @@ import { join } from 'node:path';
 import { buildEntry, memoryPolicy, type Entry } from '../core/entry';
 import { DAY_MS } from '../core/salience';
 import { registerAgent } from '../store/agents';
-import { entryId, settledEntry } from '../store/entries';
+import { entryId } from '../core/ids';
+import { settledEntry } from '../store/entries';
 import { emit, growthExponent, round, startBenchEnv } from './support';
 
 const SIZES = (process.env.BENCH_EXPORT_SIZES ?? '10000,100000').split(',').map(Number);

@@ -15,7 +15,7 @@
  */
 import autocannon from 'autocannon';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { startHttpServer } from '../client/commands/serve';
+import { startHttpServer } from '../cli/commands/serve';
 import { createKey } from '../store/keys';
 import { emit, percentile, round, startBenchEnv } from './support';
 

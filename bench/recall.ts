@@ -33,7 +33,8 @@
 import { buildEntry, memoryPolicy, type Entry, type Tier } from '../core/entry';
 import { recallStateOf } from '../core/recall';
 import { DAY_MS } from '../core/salience';
-import { entryId, settledEntry } from '../store/entries';
+import { entryId } from '../core/ids';
+import { settledEntry } from '../store/entries';
 import { adjustDocumentFrequencies } from '../store/terms';
 import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';

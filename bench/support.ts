@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { terminateOpenWorkflows } from '../client/admin';
 import { MemgateClient, type ClientEndpoints } from '../client/client';
-import { resolveEmbeddings } from '../client/connection';
+import { resolveEmbeddings } from '../stack/connection';
 import type { EmbeddingsEndpoint } from '../llm';
 import { MAX_RECALL_INDEX_WAIT_MS, parseConfig, type Config } from '../core/config';
 import { stackDown, stackUp } from '../stack/stack';

@@ -11,7 +11,8 @@
  * after the acknowledgement) and without one (`withoutEmbeddings`), side by side.
  */
 import { buildEntry, memoryPolicy } from '../core/entry';
-import { entryId, indexedEntry } from '../store/entries';
+import { entryId } from '../core/ids';
+import { indexedEntry } from '../store/entries';
 import { hotAwaitingEmbedding } from '../store/vectors';
 import { emit, percentile, round, startBenchEnv, type BenchEnv } from './support';
 

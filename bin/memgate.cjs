@@ -5,7 +5,7 @@
 const { distIsCurrent, runCliFromSources } = require('../scripts/bootstrap.cjs');
 
 if (distIsCurrent()) {
-  require('../dist/client/cli.js')
+  require('../dist/cli/cli.js')
     .main(process.argv)
     .then((code) => process.exit(code));
 } else {

@@ -22,7 +22,7 @@ import {
 } from '../core/entry';
 import { parseRecallRequest, type RecallRequestInput } from '../core/recall';
 import { storeLimitsOf } from '../store/guard';
-import { openStore, type QuotaKind, type Store } from '../store/db';
+import { openStore, storeFailure, type QuotaKind, type Store } from '../store/db';
 import { adoptPolicy } from '../store/policy';
 import { policyOf, writeLimitsOf, type Policy } from '../core/policy';
 import { assertAsOfKept, recall, type RecallResult, type SemanticQuery } from '../store/recall';
@@ -50,7 +50,8 @@ import {
 import { assertNotAhead } from '../core/clock';
 import { eraseAgent, eraseAgentWorkflowId } from '../workflows/eraseAgent';
 import { forget, forgetWorkflowId } from '../workflows/forget';
-import { consolidateAgent, consolidateAgentWorkflowId } from '../workflows/nightly';
+import { consolidateAgent } from '../workflows/nightly';
+import { consolidateAgentWorkflowId } from '../core/ids';
 import { restore, restoreWorkflowId } from '../workflows/restore';
 import { reembed, reembedWorkflowId } from '../workflows/reembed';
 import { agentMemory, agentMemoryWorkflowId, writeUpdate } from '../workflows/agentMemory';
@@ -61,17 +62,24 @@ import { sealWrite } from '../codec/sealedEntry';
 import { decodeForWire, encodeForWire, type WirePayload } from '../codec/codecServer';
 import { erasedInHistory } from './historyCheck';
 import { registeredAgents } from '../store/agents';
-import { temporalConnectionOptions } from './connection';
+import { temporalConnectionOptions } from '../stack/connection';
 import { toMemgateError } from './errors';
 import { resending } from './resend';
 
-/** A client call: whatever fails in it reaches the caller as a MemgateError (client/errors.ts). */
+/**
+ * A client call: whatever fails in it, at the store (store/db.ts) or at Temporal
+ * (client/errors.ts), reaches the caller as a MemgateError, never a raw driver error.
+ */
 async function typed<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (err) {
-    throw toMemgateError(err);
+    throw asMemgateError(err);
   }
+}
+
+function asMemgateError(err: unknown): unknown {
+  return storeFailure(err) ?? toMemgateError(err);
 }
 
 /** Agents whose workflow this client has seen running; a bound on memory, not a cache policy. */
@@ -187,7 +195,7 @@ export class MemgateClient {
           ),
       );
     } catch (err) {
-      throw toMemgateError(err);
+      throw asMemgateError(err);
     }
   }
 

@@ -9,7 +9,6 @@ import {
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
 } from '@temporalio/client';
-import { storeFailure } from '../store/db';
 import {
   ConflictError,
   MemgateError,
@@ -70,9 +69,9 @@ function stripIssues(message: string): string {
 }
 
 /**
- * What every client call throws: a MemgateError, never a raw driver or gRPC error. A typed
- * failure that travelled through Temporal comes back as its class; a store or Temporal that
- * failed or cannot be reached is StackUnavailable; a workflow that is not there is NotFound.
+ * What every Temporal call of the client throws: a MemgateError, never a raw gRPC error. A typed
+ * failure that travelled through Temporal comes back as its class; a Temporal that failed or
+ * cannot be reached is StackUnavailable; a workflow that is not there is NotFound.
  * Anything else (a bug in memgate itself) is rethrown as it is, not disguised.
  */
 export function toMemgateError(err: unknown): unknown {
@@ -90,8 +89,6 @@ export function toMemgateError(err: unknown): unknown {
   }
   const typed = fromTemporalFailure(cause);
   if (typed !== cause) return typed;
-  const store = storeFailure(err);
-  if (store) return store;
   if (err instanceof WorkflowNotFoundError) return new NotFoundError(err.message);
   if (
     err instanceof ServiceError ||

@@ -7,7 +7,8 @@ import type { ContentCodec } from '../codec/payloadCodec';
 import { openEntry } from '../codec/sealedEntry';
 import { contentKeys } from '../store/contentKeys';
 import type { Store } from '../store/db';
-import { erasedAmong, writtenEntryId } from '../store/entries';
+import { erasedAmong } from '../store/erasure';
+import { writtenEntryId } from '../store/entries';
 import type { VerifyFinding } from '../store/verify';
 import { agentMemoryWorkflowId } from '../workflows/agentMemory';
 

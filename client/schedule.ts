@@ -1,4 +1,4 @@
-import { temporalConnectionOptions } from './connection';
+import { temporalConnectionOptions } from '../stack/connection';
 import { toMemgateError } from './errors';
 import {
   Client,

@@ -42,7 +42,7 @@ function distIsCurrent() {
   let built;
   try {
     built = statSync(stamp).mtimeMs;
-    statSync(join(dist, 'client', 'cli.js'));
+    statSync(join(dist, 'cli', 'cli.js'));
   } catch {
     return false;
   }
@@ -116,7 +116,7 @@ function main() {
 function runCliFromSources(args) {
   const { spawn } = require('node:child_process');
   const { pathToFileURL } = require('node:url');
-  const cli = join(root, 'client', 'cli.ts');
+  const cli = join(root, 'cli', 'cli.ts');
   // By path: the command may run from any directory.
   const tsx = pathToFileURL(require.resolve('tsx', { paths: [root] })).href;
   const code = `require(${JSON.stringify(cli)}).main([process.argv[0], 'memgate', ...process.argv.slice(1)]).then((c) => process.exit(c))`;

@@ -20,7 +20,7 @@ import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { auditTaskQueue, auditWorkflowId, memgateAudit } from '../audit/workflow';
 import { terminateOpenWorkflows } from '../client/admin';
 import { MemgateClient, type ClientEndpoints } from '../client/client';
-import { resolveEmbeddings } from '../client/connection';
+import { resolveEmbeddings } from '../stack/connection';
 import { WindowClient } from '../client/window';
 import { ContentCodec, ENCRYPTED_ENCODING } from '../codec/payloadCodec';
 import { parseConfig } from '../core/config';
@@ -32,7 +32,8 @@ import { agentMemory, agentMemoryWorkflowId } from '../workflows/agentMemory';
 import { contextWindow, contextWindowWorkflowId } from '../workflows/contextWindow';
 import { eraseAgentWorkflowId } from '../workflows/eraseAgent';
 import { forgetWorkflowId } from '../workflows/forget';
-import { consolidateAgentWorkflowId, nightlyConsolidation } from '../workflows/nightly';
+import { consolidateAgentWorkflowId } from '../core/ids';
+import { nightlyConsolidation } from '../workflows/nightly';
 import { reembedWorkflowId } from '../workflows/reembed';
 import { restoreWorkflowId } from '../workflows/restore';
 

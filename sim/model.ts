@@ -39,9 +39,7 @@ import { DECISIONS, PASS_PHASES, type Decision } from '../core/nightly/registry'
 import { salienceAt } from '../core/salience';
 import { terms } from '../core/text';
 import { extractiveSummary } from '../llm/summarizer';
-import { entryId } from '../store/entries';
-import { summaryId } from '../store/nightly';
-import { consolidationRunId } from '../workflows/nightly';
+import { consolidationRunId, entryId, summaryId } from '../core/ids';
 import type { Role, WriteEvent } from './workload';
 
 /**

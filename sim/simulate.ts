@@ -3,7 +3,7 @@ import { queryMatches } from '../core/nightly/plans';
 import { DAY_MS } from '../core/salience';
 import { terms } from '../core/text';
 import { judge, readAnswer, Tally } from './judge';
-import { entryId } from '../store/entries';
+import { entryId } from '../core/ids';
 import { DECISIONS, type Decision } from '../core/nightly/registry';
 import { SimStore, simPolicy, type Eviction, type NightDecisions, type ReclaimMode } from './model';
 import { Workload, type WorkloadParams } from './workload';

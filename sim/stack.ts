@@ -1,7 +1,8 @@
 import type { MemgateClient } from '../client/client';
 import type { Config } from '../core/config';
 import type { WriteEntryInput } from '../core/entry';
-import { consolidateAgent, consolidateAgentWorkflowId, consolidationRunId } from '../workflows/nightly';
+import { consolidateAgent } from '../workflows/nightly';
+import { consolidateAgentWorkflowId, consolidationRunId } from '../core/ids';
 import { judge, readAnswer, Tally } from './judge';
 import { DECISIONS, type Decision } from '../core/nightly/registry';
 import { noDecisions, type NightDecisions } from './model';

@@ -6,6 +6,7 @@ import {
   type Collection,
   type Db,
   type Document,
+  type Filter,
   type OptionalUnlessRequiredId,
 } from 'mongodb';
 import type { Entry } from '../core/entry';
@@ -297,9 +298,33 @@ export async function insertIgnoringExisting<T extends Document & { _id: string 
   return existing;
 }
 
+/** Everything a filter selects, a batch at a time over one cursor, in the server's order. */
+export async function* inBatches<T extends Document>(
+  collection: Collection<T>,
+  filter: Filter<T>,
+  size: number,
+  projection?: Document,
+): AsyncGenerator<T[]> {
+  const cursor = collection.find(filter, projection ? { projection } : {});
+  cursor.batchSize(size);
+  let batch: T[] = [];
+  try {
+    for await (const doc of cursor) {
+      batch.push(doc as T);
+      if (batch.length >= size) {
+        yield batch;
+        batch = [];
+      }
+    }
+    if (batch.length) yield batch;
+  } finally {
+    await cursor.close();
+  }
+}
+
 /**
  * A failure of the store's server or of the connection to it, as the typed error the rest of
- * memgate speaks: no driver error leaves the store layer's callers' boundary (client/errors.ts).
+ * memgate speaks: no driver error leaves the store layer's callers' boundary (client/client.ts).
  */
 export function storeFailure(err: unknown): StackUnavailableError | undefined {
   if (!(err instanceof MongoError)) return undefined;

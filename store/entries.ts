@@ -1,29 +1,12 @@
 import type { WriteStatus } from '../core/messages';
-import { createHash } from 'node:crypto';
 import { MongoBulkWriteError, type Collection, type Filter } from 'mongodb';
 import type { Entry, Provenance, Tier } from '../core/entry';
+import { entryId } from '../core/ids';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
-import { insertIgnoringExisting, isErasure, type QueryLogRecord, type Store } from './db';
-import { withdrawErased } from './nightly';
+import { insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
+import { erasedAmong, withdrawErased } from './erasure';
 import { documentFrequencies, termKey } from './terms';
-
-/** Deterministic `_id`: a retried write lands on the same document. */
-export function entryId(
-  agentId: string,
-  key: { idempotencyKey: string } | { text: string; source: Provenance; writtenAt: number },
-): string {
-  const h = createHash('sha256').update(agentId).update('\0');
-  if ('idempotencyKey' in key) h.update('key\0').update(key.idempotencyKey);
-  else
-    h.update('content\0')
-      .update(key.text)
-      .update('\0')
-      .update(JSON.stringify(key.source))
-      .update('\0')
-      .update(String(key.writtenAt));
-  return h.digest('base64url').slice(0, 32);
-}
 
 /** The id a written entry derives: by its idempotency key, else by its content and time. */
 export function writtenEntryId(
@@ -216,18 +199,6 @@ export async function findCandidates(store: Store, f: CandidateFilter): Promise<
     }
   }
   return candidates;
-}
-
-/** Which of `ids` an erasure has claimed (its tombstone, or that of a summary removed with it), by point reads. */
-export async function erasedAmong(
-  store: Store,
-  agentId: string,
-  ids: readonly string[],
-): Promise<Set<string>> {
-  const stones = await Promise.all(
-    ids.map((_id) => store.tombstones.findOne({ _id, agentId }, { projection: { reason: 1 } })),
-  );
-  return new Set(ids.filter((_, i) => stones[i] && isErasure(stones[i])));
 }
 
 /**

@@ -1,15 +1,15 @@
 import { shredAgentContentKeys } from './contentKeys';
-import { ERASED, isErasure, type Store, type Tombstone } from './db';
+import { ERASED, inBatches, isErasure, type Store, type Tombstone } from './db';
 import { listKeys, revokeKey } from './keys';
 import { releaseAgentClaims } from './quotas';
-import { inBatches, TIERS, tierCollection } from './nightly';
+import { TIERS, tierCollection } from './tiers';
 import { dropVectors } from './vectors';
 
 /**
  * Erasing a whole agent (docs/erasure.md; docs/invariants.md, Erasure wins). Every id the
  * agent was given goes behind an erasure tombstone before anything of it is deleted, so a
  * concurrent move, summary or replayed write withdraws itself as it does for `forget`
- * (store/nightly.ts, withdrawErased). Each function is idempotent and keyed by the agent id:
+ * (store/erasure.ts, withdrawErased). Each function is idempotent and keyed by the agent id:
  * a rerun finds nothing left to do and changes nothing.
  */
 

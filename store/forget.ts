@@ -5,15 +5,10 @@ import { ERASED, type Store } from './db';
 import { termKeys } from './entries';
 import { adjustDocumentFrequencies } from './terms';
 import { dropVectors } from './vectors';
-import {
-  annotate,
-  deleteEntry,
-  findById,
-  locateEntry,
-  releaseSources,
-  TIERS,
-  tierCollection,
-} from './nightly';
+import { annotate } from './annotate';
+import { deleteEntry } from './erasure';
+import { findById, locateEntry, TIERS, tierCollection } from './tiers';
+import { releaseSources } from './nightly';
 
 /**
  * Erasure (docs/invariants.md, Erasure wins): an entry's content leaves hot, cold, the

@@ -5,29 +5,24 @@ import { removeSummary, summariesDerivedFrom } from './forget';
 import { dayOf } from '../core/salience';
 import type { ReclaimEntry } from '../core/nightly/reclaim';
 import { countArrived, setHotCount, tierCounts } from './agents';
-import { type QueryLogRecord, type Store } from './db';
+import { inBatches, type QueryLogRecord, type Store } from './db';
 import { entriesWithTerm } from './entries';
+import { countEvents } from './ledger';
 import {
-  inBatches,
-  countEvents,
   dropLiveKeys,
   dropQueries,
   evictEntry,
   expireEntry,
-  findById,
-  locateEntry,
-  previousRunAsOf,
   refreshHotEntries,
   rehydrateEntry,
   retireSummary,
   spillEntries,
-  storedEntries,
-  summaryId,
   supersedeEntry,
-  tierCollection,
-  TIERS,
   writeSummary,
 } from './nightly';
+import { summaryId } from '../core/ids';
+import { findById, locateEntry, storedEntries, tierCollection, TIERS } from './tiers';
+import { previousRunAsOf } from './runs';
 import { countEntryTerms, documentFrequencies } from './terms';
 
 const RECLAIM_FIELDS = {

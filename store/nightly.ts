@@ -1,5 +1,3 @@
-import { createHash } from 'node:crypto';
-import type { Collection, Document, Filter, UpdateFilter } from 'mongodb';
 import {
   assessSummary,
   claimPatch,
@@ -7,9 +5,8 @@ import {
   releasePatch,
   retirePatch,
 } from '../core/nightly/clusters';
-import type { Entry, Tier } from '../core/entry';
-import { ConflictError } from '../core/errors';
-import { recallStateOf, sameRecallState, widerRecallState, type RecallState } from '../core/recall';
+import type { Entry } from '../core/entry';
+import type { RecallState } from '../core/recall';
 import {
   applyPatch,
   combinePatches,
@@ -19,18 +16,21 @@ import {
   settlePatch,
   supersedePatch,
   supersedesPatch,
-  type EntryPatch,
   type RefreshStep,
 } from '../core/nightly/plans';
 import type { ReclaimStep } from '../core/nightly/reclaim';
 import { FIRST_NIGHT_LOOKBACK_DAYS, type SupersededSource } from '../core/nightly/phases';
 import { dayOf } from '../core/salience';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
-import { countArrived, countDeleted, countMoved } from './agents';
-import { insertIgnoringExisting, type LedgerRecord, type Store } from './db';
-import { erasedAmong, gateKeys, insertNewEntries, termKeys } from './entries';
-import { dropVectors, restateForRecall } from './vectors';
-import { adjustDocumentFrequencies, termKey } from './terms';
+import { annotate, widenForRecall } from './annotate';
+import { countArrived, countMoved } from './agents';
+import { insertIgnoringExisting, type Store } from './db';
+import { gateKeys, insertNewEntries, termKeys } from './entries';
+import { deleteEntry, withdrawErased } from './erasure';
+import { ledgerId, recordEvent, recordEvents, type RunContext } from './ledger';
+import { termKey } from './terms';
+import { findById, locateEntry, tierCollection } from './tiers';
+import { restateForRecall } from './vectors';
 
 /**
  * The nightly pass's writes. None relies on a transaction: every record has a deterministic
@@ -38,39 +38,6 @@ import { adjustDocumentFrequencies, termKey } from './terms';
  * and every move copies before it deletes (core/tiers.ts), so each operation can be rerun
  * after a crash at any point and converges. Every change leaves a ledger record.
  */
-
-export const TIERS: readonly Tier[] = ['hot', 'cold'];
-
-/**
- * A point read by `_id` alone — the one filter FerretDB serves from its index (anything
- * more scans) — and then the agent check (docs/invariants.md, Agent-scoped): another
- * agent's document is not found.
- */
-export async function findById<T extends { _id: string; agentId: string }>(
-  collection: Collection<T>,
-  agentId: string,
-  id: string,
-): Promise<T | undefined> {
-  const doc = (await collection.findOne({ _id: id } as Filter<T>)) as T | null;
-  return doc?.agentId === agentId ? doc : undefined;
-}
-
-/** An entry in either tier, hot first (mid-move it is in both, and hot is the live copy). */
-export async function locateEntry(
-  store: Store,
-  agentId: string,
-  id: string,
-): Promise<{ entry: Entry; tier: Tier } | undefined> {
-  for (const tier of TIERS) {
-    const entry = await findById(tierCollection(store, tier), agentId, id);
-    if (entry) return { entry, tier };
-  }
-  return undefined;
-}
-
-export function tierCollection(store: Store, tier: Tier): Collection<Entry> {
-  return tier === 'hot' ? store.hot : store.cold;
-}
 
 /**
  * The tiers of one agent as core/tiers.ts sees them; every operation is scoped by agentId
@@ -122,131 +89,6 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
   };
 }
 
-export interface RunContext {
-  agentId: string;
-  asOf: number;
-  runId: string;
-}
-
-/** The ledger record of one event of one run; rewriting it is a no-op. */
-export async function recordEvent(
-  store: Store,
-  ctx: RunContext,
-  event: string,
-  entryId: string,
-  reason: string,
-  inputs?: Record<string, unknown>,
-): Promise<void> {
-  await recordEvents(store, ctx, [{ event, entryId, reason, ...(inputs && { inputs }) }]);
-}
-
-function ledgerId(ctx: RunContext, event: string, entryId: string): string {
-  return `${ctx.runId}:${event}:${entryId}`;
-}
-
-/** Ledger records of one run, in one round trip; each keyed by run, event and entry, so a rerun writes none again. */
-export async function recordEvents(
-  store: Store,
-  ctx: RunContext,
-  events: readonly { event: string; entryId: string; reason: string; inputs?: Record<string, unknown> }[],
-): Promise<void> {
-  await insertIgnoringExisting(
-    store.ledger,
-    events.map(({ event, entryId, reason, inputs }) => {
-      const record: LedgerRecord = {
-        _id: ledgerId(ctx, event, entryId),
-        agentId: ctx.agentId,
-        at: ctx.asOf,
-        event,
-        entryId,
-        reason,
-        runId: ctx.runId,
-      };
-      if (inputs) record.inputs = inputs;
-      return record;
-    }),
-  );
-}
-
-/** How many `event` records a run has written: a phase's count, exact across retries. */
-export async function countEvents(store: Store, ctx: RunContext, event: string): Promise<number> {
-  return store.ledger.countDocuments({ agentId: ctx.agentId, runId: ctx.runId, event });
-}
-
-/**
- * Apply a patch to every copy of an entry (mid-move it is in both tiers), each copy guarded
- * by its version. `decide` sees the current copy and returns undefined when the change is
- * already there, which is what makes a rerun a no-op. Returns the copies it found.
- */
-export async function annotate(
-  store: Store,
-  agentId: string,
-  id: string,
-  decide: (entry: Entry) => EntryPatch | undefined,
-): Promise<{ tier: Tier; entry: Entry }[]> {
-  const found: { tier: Tier; entry: Entry }[] = [];
-  let restate = false;
-  for (const tier of TIERS) {
-    const collection = tierCollection(store, tier);
-    for (let round = 0; ; round++) {
-      const entry = await findById(collection, agentId, id);
-      if (!entry) break;
-      const patch = decide(entry);
-      if (!patch) {
-        found.push({ tier, entry });
-        break;
-      }
-      const update: UpdateFilter<Entry> = { $inc: { version: 1 } };
-      // A new `dormantAt` makes the entry live again for default recall's postings.
-      const set =
-        patch.set.dormantAt === undefined
-          ? patch.set
-          : { ...patch.set, ...gateKeys(entry, patch.set.dormantAt) };
-      if (Object.keys(set).length) update.$set = set;
-      if (patch.unset.length) update.$unset = Object.fromEntries(patch.unset.map((k) => [k, '']));
-      const patched = applyPatch(entry, { set, unset: patch.unset });
-      const [before, after] = [recallStateOf(entry, tier), recallStateOf(patched, tier)];
-      await widenForRecall(store, agentId, new Map([[id, after]]), new Map([[id, before]]));
-      const res = await collection.updateOne({ _id: id, agentId, version: entry.version }, update);
-      if (res.modifiedCount === 1) {
-        found.push({ tier, entry: { ...patched, version: entry.version + 1 } });
-        restate ||= !sameRecallState(before, after);
-        break;
-      }
-      if (round >= 4)
-        throw new ConflictError(`entry ${id} kept changing while it was annotated`, { id, tier });
-    }
-  }
-  if (restate) await restateForRecall(store, agentId, [id], Date.now());
-  return found;
-}
-
-/**
- * Before a change that lets default recall take more of these entries (`after`, of each
- * entry now `before`), the states kept beside their vectors are widened to admit it
- * (core/recall.ts, RecallState), so that a crash between the change and its restating costs
- * reads, not hits.
- */
-async function widenForRecall(
-  store: Store,
-  agentId: string,
-  after: ReadonlyMap<string, RecallState>,
-  before?: ReadonlyMap<string, RecallState>,
-): Promise<void> {
-  const widens = [...after].filter(([id, state]) => {
-    const was = before?.get(id);
-    return was === undefined || !sameRecallState(widerRecallState(was, state), was);
-  });
-  if (widens.length)
-    await restateForRecall(
-      store,
-      agentId,
-      widens.map(([id]) => id),
-      Date.now(),
-      new Map(widens),
-    );
-}
-
 /**
  * What a refresh or rehydration sets, as a state to widen by: hot, with its new salience and
  * `dormantAt`. Activity and expiry it leaves as they are, so widening by it takes the entry's own.
@@ -259,48 +101,6 @@ function refreshed(step: Pick<RefreshStep, 'salience' | 'dormantAt'>): RecallSta
     salience: step.salience,
     freshUntil: Number.NEGATIVE_INFINITY,
   };
-}
-
-/** Everything a filter selects, a batch at a time over one cursor, in the server's order. */
-export async function* inBatches<T extends Document>(
-  collection: Collection<T>,
-  filter: Filter<T>,
-  size: number,
-  projection?: Document,
-): AsyncGenerator<T[]> {
-  const cursor = collection.find(filter, projection ? { projection } : {});
-  cursor.batchSize(size);
-  let batch: T[] = [];
-  try {
-    for await (const doc of cursor) {
-      batch.push(doc as T);
-      if (batch.length >= size) {
-        yield batch;
-        batch = [];
-      }
-    }
-    if (batch.length) yield batch;
-  } finally {
-    await cursor.close();
-  }
-}
-
-/** The entries of these ids still stored (either tier), oldest first, and the ids no longer stored. */
-export async function storedEntries(
-  store: Store,
-  agentId: string,
-  ids: readonly string[],
-): Promise<{ present: Entry[]; gone: string[] }> {
-  const present: Entry[] = [];
-  const gone: string[] = [];
-  // Point reads by _id, side by side (the driver's pool bounds how many are in flight).
-  const found = await Promise.all(ids.map((id) => locateEntry(store, agentId, id)));
-  found.forEach((f, i) => {
-    if (f) present.push(f.entry);
-    else gone.push(ids[i]!);
-  });
-  present.sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1));
-  return { present, gone };
 }
 
 // Expire --------------------------------------------------------------------------------
@@ -510,63 +310,7 @@ export async function evictEntry(
   return false;
 }
 
-/**
- * Erasure wins (docs/invariants.md, Erasure wins). `forget` writes its tombstone before it
- * deletes; every writer of a copy (a move to the other tier, a summary, a replayed write)
- * writes first and looks for an erasure tombstone after, so in any interleaving one of the
- * two removes the copy. Returns the ids withdrawn. `deleteEntry` may then count a copy that
- * was never counted: counts err low, never high.
- */
-export async function withdrawErased(
-  store: Store,
-  agentId: string,
-  ids: readonly string[],
-): Promise<Set<string>> {
-  const withdrawn = await erasedAmong(store, agentId, ids);
-  for (const id of withdrawn) await deleteEntry(store, agentId, id);
-  return withdrawn;
-}
-
-/**
- * An entry leaves both tiers (it may be in both after an interrupted move), and the tier
- * counts and document frequencies follow; with `version`, only copies at that version. Its
- * terms are withdrawn before the delete, so a crash in between leaves a count too low, never
- * a term of a deleted entry (docs/invariants.md, Erasure wins).
- */
-export async function deleteEntry(
-  store: Store,
-  agentId: string,
-  id: string,
-  version?: number,
-): Promise<Tier[]> {
-  const copy = (await locateEntry(store, agentId, id))?.entry;
-  if (copy && (version === undefined || copy.version === version) && !copy.pending?.includes('terms')) {
-    await adjustDocumentFrequencies(store, agentId, [copy.terms], -1);
-  }
-  const from: Tier[] = [];
-  for (const tier of TIERS) {
-    const res = await tierCollection(store, tier).deleteOne({
-      _id: id,
-      agentId,
-      ...(version !== undefined && { version }),
-    });
-    if (res.deletedCount) from.push(tier);
-  }
-  await countDeleted(store, agentId, from);
-  // After the content, never before (store/vectors.ts): a vector stored meanwhile finds its
-  // entry gone and leaves by itself.
-  if (!(await locateEntry(store, agentId, id))) await dropVectors(store, agentId, [id], Date.now());
-  return from;
-}
-
 // Consolidate ---------------------------------------------------------------------------
-
-/** Deterministic summary id: the same sources always make the same summary document. */
-export function summaryId(agentId: string, sourceIds: readonly string[]): string {
-  const h = createHash('sha256').update(agentId).update('\0summary\0');
-  for (const id of [...sourceIds].sort()) h.update(id).update('\0');
-  return h.digest('base64url').slice(0, 32);
-}
 
 /**
  * Store a summary (unless either tier already holds it) and link each source to the summary as
@@ -668,38 +412,4 @@ export async function supersedeEntry(
   await annotate(store, ctx.agentId, newerId, (e) =>
     e.supersedes === olderId ? undefined : supersedesPatch(olderId),
   );
-}
-
-// Runs ----------------------------------------------------------------------------------
-
-export interface RunRecord {
-  _id: string;
-  kind: 'agent' | 'nightly';
-  agentId?: string;
-  asOf: number;
-  status: 'completed';
-  finishedAt: number;
-  counts: Record<string, number>;
-  [key: string]: unknown;
-}
-
-function runs(store: Store): Collection<RunRecord> {
-  return store.runs as unknown as Collection<RunRecord>;
-}
-
-export async function recordRun(store: Store, run: RunRecord): Promise<void> {
-  const { _id, ...rest } = run;
-  await runs(store).replaceOne({ _id }, rest, { upsert: true });
-}
-
-/** The `asOf` of the latest completed run of this kind (and agent) before `asOf`, if any. */
-export async function previousRunAsOf(
-  store: Store,
-  asOf: number,
-  scope: { kind: 'agent'; agentId: string } | { kind: 'nightly' },
-): Promise<number | undefined> {
-  const filter: Filter<RunRecord> = { kind: scope.kind, status: 'completed', asOf: { $lt: asOf } };
-  if (scope.kind === 'agent') filter.agentId = scope.agentId;
-  const [last] = await runs(store).find(filter).sort({ asOf: -1 }).limit(1).toArray();
-  return last?.asOf;
 }

@@ -12,9 +12,9 @@ import {
   type TombstoneLine,
 } from '../core/exportFormat';
 import { registerAgent } from './agents';
-import { insertIgnoringExisting, isErasure, type Store, type Tombstone } from './db';
+import { inBatches, insertIgnoringExisting, isErasure, type Store, type Tombstone } from './db';
 import { gateKeys, termKeys } from './entries';
-import { findById, inBatches, TIERS, tierCollection } from './nightly';
+import { findById, TIERS, tierCollection } from './tiers';
 import { termKey } from './terms';
 
 /**

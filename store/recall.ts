@@ -21,7 +21,8 @@ import {
 import type { Store, Tombstone } from './db';
 import { findCandidates, logQuery } from './entries';
 import { termKey } from './terms';
-import { findById, locateEntry, previousRunAsOf } from './nightly';
+import { findById, locateEntry } from './tiers';
+import { previousRunAsOf } from './runs';
 import type { Neighbour, SemanticSearch, VectorIndexes } from './vectorIndexes';
 import { DAY_MS, salienceAt } from '../core/salience';
 

@@ -3,7 +3,8 @@ import type { RestoreResult } from '../core/messages';
 import { applyPatch, awaitPatch, combinePatches, renewPatch, type EntryPatch } from '../core/nightly/plans';
 import { restoreSupersessionPatch } from '../core/nightly/clusters';
 import type { Store } from './db';
-import { annotate, findById, locateEntry, storedEntries } from './nightly';
+import { annotate } from './annotate';
+import { findById, locateEntry, storedEntries } from './tiers';
 
 /**
  * Reverse a supersession (and, given a new `freshUntil`, an expiry). The ledger record is

@@ -3,8 +3,8 @@ import { Binary } from 'mongodb';
 import type { Entry, Tier } from '../core/entry';
 import { recallStateOf, sameRecallState, widerRecallState, type RecallState } from '../core/recall';
 import { vectorDefect, type EmbeddingSpace } from '../core/vectorDefects';
-import { insertIgnoringExisting, type Store, type VectorRecord } from './db';
-import { inBatches, locateEntry, TIERS, tierCollection } from './nightly';
+import { inBatches, insertIgnoringExisting, type Store, type VectorRecord } from './db';
+import { locateEntry, TIERS, tierCollection } from './tiers';
 
 /**
  * Entries' vectors and the feed of their changes. A vector is written after its entry and

@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Entry, Tier } from '../core/entry';
 import { registeredAgents } from './agents';
-import { isErasure, type Store, type Tombstone } from './db';
-import { inBatches, TIERS, tierCollection } from './nightly';
+import { inBatches, isErasure, type Store, type Tombstone } from './db';
+import { TIERS, tierCollection } from './tiers';
 import type { SavedMeta } from './vectorIndexes';
 import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
 

@@ -1,6 +1,7 @@
 import { extname, join } from 'node:path';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type WorkerOptions } from '@temporalio/worker';
-import { temporalConnectionOptions } from '../client/connection';
+import { temporalConnectionOptions } from '../stack/connection';
+import { embeddingCacheDir } from '../stack/stack';
 import { createActivities, createAuditWorkerActivities } from '../activities';
 import { ContentCodec } from '../codec/payloadCodec';
 import { auditTaskQueue } from '../audit/workflow';
@@ -102,12 +103,10 @@ export async function createAuditWorker(config: Config, endpoints: Endpoints): P
     // file beside this one's kind: dist/'s compiled .js, or the .ts sources under tsx and vitest.
     workflows: { workflowsPath: join(__dirname, '..', 'audit', `workflow${extname(__filename)}`) },
     activities: (store) => ({
-      activities: createAuditWorkerActivities({
-        store,
-        config,
-        embeddings: endpoints.embeddings,
-        vectorIndexes: undefined,
-      }),
+      activities: createAuditWorkerActivities(
+        { store, config, embeddings: endpoints.embeddings, vectorIndexes: undefined },
+        embeddingCacheDir(config),
+      ),
     }),
   });
 }

@@ -3,7 +3,7 @@ import type { EraseAgentActivities } from '../activities';
 import { eraseAgentInputSchema, type EraseAgentInput, type EraseAgentResult } from '../core/messages';
 import { agentMemoryWorkflowId } from './agentMemory';
 import { contextWindowWorkflowId } from './contextWindow';
-import { consolidateAgentWorkflowId } from './nightly';
+import { consolidateAgentWorkflowId } from '../core/ids';
 import { reembedWorkflowId } from './reembed';
 import { RETRY, validated } from './support';
 

@@ -13,19 +13,11 @@ import type { ConsolidationReport, PhaseCounts } from '../core/messages';
 import { consolidateAgentInputSchema, phaseCountsSchema, type ConsolidateAgentInput } from '../core/messages';
 import { agentIdSchema, epochMs } from '../core/entry';
 import { COUNT_FIELDS, NIGHT_PHASES, type NightPhase, type PhaseOutcome } from '../core/nightly/registry';
+import { consolidateAgentWorkflowId, consolidationRunId } from '../core/ids';
 import { z } from 'zod';
 import { notAhead, RETRY, validated } from './support';
 
 export type { ConsolidateAgentInput };
-
-/** The same agent and instant always make the same run, whose ledger records it rewrites. */
-export function consolidationRunId(agentId: string, asOf: number): string {
-  return `${agentId}@${new Date(asOf).toISOString()}`;
-}
-
-export function consolidateAgentWorkflowId(agentId: string, asOf: number): string {
-  return `memgate-consolidate-${consolidationRunId(agentId, asOf)}`;
-}
 
 // Phases page through big stores for as long as they need; each heartbeats while it runs
 // (activities/failures.ts `withLiveness`), so a lost worker shows up within the heartbeat

@@ -1,6 +1,6 @@
 import { WorkflowFailedError } from '@temporalio/client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { AuditSettings } from '../../core/messages';
+import type { AuditSettings } from '../../audit/messages';
 import {
   armPolicy,
   AUDIT_ARMS,

@@ -3,7 +3,7 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serverDeps } from '../../client/commands/serve';
+import { serverDeps } from '../../cli/commands/serve';
 import { WindowClient } from '../../client/window';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { requireKey } from '../../server/auth';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { connect } from 'node:net';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serverDeps, startHttpServer, type RunningServer } from '../../client/commands/serve';
+import { serverDeps, startHttpServer, type RunningServer } from '../../cli/commands/serve';
 import { writeLimitsOf } from '../../core/policy';
 import { buildHttpServer } from '../../server/http';
 import { createKey } from '../../store/keys';

@@ -4,7 +4,8 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities';
 import { DAY_MS } from '../../core/salience';
-import { consolidationRunId, nightlyConsolidation } from '../../workflows/nightly';
+import { consolidationRunId } from '../../core/ids';
+import { nightlyConsolidation } from '../../workflows/nightly';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**

@@ -3,7 +3,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpServer, type RunningServer } from '../../client/commands/serve';
+import { startHttpServer, type RunningServer } from '../../cli/commands/serve';
 import { MAX_MCP_BATCH } from '../../server/mcpHttp';
 import { createKey } from '../../store/keys';
 import { runMemgate } from '../support/cli';

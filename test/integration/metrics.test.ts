@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpServer, type RunningServer } from '../../client/commands/serve';
+import { startHttpServer, type RunningServer } from '../../cli/commands/serve';
 import { WindowClient } from '../../client/window';
 import { RehydrationBlocked } from '../../core/window/blocked';
 import { createKey } from '../../store/keys';

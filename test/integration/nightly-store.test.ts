@@ -9,15 +9,10 @@ import { storeLimitsOf } from '../../store/guard';
 import { openStore, type Store } from '../../store/db';
 import { insertNewEntries } from '../../store/entries';
 import { eraseFromQueryLog, removeSummary, tombstoneErasure, unlinkSupersession } from '../../store/forget';
-import {
-  annotate,
-  deleteEntry,
-  evictEntry,
-  rehydrateEntry,
-  spillEntries,
-  supersedeEntry,
-  type RunContext,
-} from '../../store/nightly';
+import { annotate } from '../../store/annotate';
+import { deleteEntry } from '../../store/erasure';
+import { evictEntry, rehydrateEntry, spillEntries, supersedeEntry } from '../../store/nightly';
+import type { RunContext } from '../../store/ledger';
 import { restoreEntry } from '../../store/restore';
 import { failOnce, interleaveOnce } from '../support/faults';
 

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { WriteEntryInput } from '../../core/entry';
 import { NotFoundError } from '../../core/errors';
 import { DAY_MS, HOUR_MS, salienceAt } from '../../core/salience';
-import { consolidateAgentWorkflowId } from '../../workflows/nightly';
+import { consolidateAgentWorkflowId } from '../../core/ids';
 import { failOnce } from '../support/faults';
 import { untilEmbedded, untilHotEmbedded } from '../support/embedded';
 import { startTestEnv, type TestEnv } from '../support/env';

@@ -3,7 +3,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpServer, type RunningServer } from '../../client/commands/serve';
+import { startHttpServer, type RunningServer } from '../../cli/commands/serve';
 import { createKey } from '../../store/keys';
 import { SCHEMATHESIS_PYTHON, pythonWith } from '../support/python';
 import { startTestEnv, type TestEnv } from '../support/env';

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpServer, type RunningServer } from '../../client/commands/serve';
+import { startHttpServer, type RunningServer } from '../../cli/commands/serve';
 import { createKey } from '../../store/keys';
 import { pythonWithTemporal, runPython } from '../support/python';
 import { startTestEnv, type TestEnv } from '../support/env';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { serverDeps } from '../../client/commands/serve';
+import { serverDeps } from '../../cli/commands/serve';
 import { requireKey } from '../../server/auth';
 import { buildHttpServer } from '../../server/http';
 import { createKey } from '../../store/keys';

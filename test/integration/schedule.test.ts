@@ -3,11 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NightlySchedule } from '../../client/schedule';
 import { NotFoundError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import {
-  consolidateAgentWorkflowId,
-  nightlyConsolidation,
-  type NightlyResult,
-} from '../../workflows/nightly';
+import { consolidateAgentWorkflowId } from '../../core/ids';
+import { nightlyConsolidation, type NightlyResult } from '../../workflows/nightly';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 let env: TestEnv;

@@ -1,6 +1,6 @@
 import { METADATA_ENCODING_KEY, type Payload } from '@temporalio/common';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { startHttpServer, type RunningServer } from '../../client/commands/serve';
+import { startHttpServer, type RunningServer } from '../../cli/commands/serve';
 import { ContentCodec, ENCRYPTED_ENCODING } from '../../codec/payloadCodec';
 import { openEntry } from '../../codec/sealedEntry';
 import { contentKeys } from '../../store/contentKeys';

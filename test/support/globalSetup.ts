@@ -2,7 +2,7 @@ import { rmSync } from 'node:fs';
 import type { TestProject } from 'vitest/node';
 import { parseConfig } from '../../core/config';
 import { StackUnavailableError } from '../../core/errors';
-import { resolveEmbeddings } from '../../client/connection';
+import { resolveEmbeddings } from '../../stack/connection';
 import type { PostgresPaths } from '../../stack/postgres';
 import { embeddingsUp, postgresPaths, stackDown, stackUp } from '../../stack/stack';
 import { writeWorkflowBundle } from './workflowBundle';

@@ -3,14 +3,9 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { auditOptions } from '../../audit/command';
-import { buildProgram } from '../../client/cli';
-import {
-  entriesFileOptions,
-  recallOptions,
-  restoreOptions,
-  writeOptions,
-} from '../../client/commands/memory';
-import { consolidateOptions } from '../../client/commands/nightly';
+import { buildProgram } from '../../cli/cli';
+import { entriesFileOptions, recallOptions, restoreOptions, writeOptions } from '../../cli/commands/memory';
+import { consolidateOptions } from '../../cli/commands/nightly';
 import {
   commaList,
   isoDateTime,
@@ -18,8 +13,8 @@ import {
   keyNumberPairs,
   numeric,
   parseOptions,
-} from '../../client/commands/options';
-import { admitOptions, openOptions, turnOptions, unpinOptions } from '../../client/commands/window';
+} from '../../cli/commands/options';
+import { admitOptions, openOptions, turnOptions, unpinOptions } from '../../cli/commands/window';
 import { InvalidInputError, type Issue } from '../../core/errors';
 
 /**

@@ -1,3 +1,5 @@
+import { execFileSync } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
@@ -5,10 +7,11 @@ import { describe, expect, it } from 'vitest';
 /**
  * The layer graph is enforced by lint (docs/architecture.md, Layout): each case is a one-line file placed
  * in a folder, linted with the project's own configuration. A wrong edge must fail; the
- * edges the layers allow must pass.
+ * edges the layers allow must pass; so must a cycle, even within a layer.
  */
+const root = join(__dirname, '..', '..');
 const eslint = new ESLint({
-  cwd: join(__dirname, '..', '..'),
+  cwd: root,
   // The cases are no files of the TypeScript project: linted without type information, which
   // only the type-aware rules (not the layer rules) need.
   overrideConfig: {
@@ -23,6 +26,30 @@ async function restricted(filePath: string, code: string): Promise<string[]> {
     .filter((m) => m.ruleId === '@typescript-eslint/no-restricted-imports')
     .map((m) => m.message);
 }
+
+/** For each top-level folder, an import of a layer above its own: each must fail. */
+const UPWARD: [string, string][] = [
+  ['core/layer-case.ts', "import { openStore as x } from '../store/db';"],
+  ['audit/messages.ts', "import { createAuditActivities as x } from './activities';"],
+  ['vectorEngine/layer-case.ts', "import { openStore as x } from '../store/db';"],
+  ['llm/layer-case.ts', "import { openStore as x } from '../store/db';"],
+  ['store/layer-case.ts', "import { MemgateClient as x } from '../client/client';"],
+  ['codec/layer-case.ts', "import { createActivities as x } from '../activities';"],
+  ['stack/layer-case.ts', "import { MemgateClient as x } from '../client/client';"],
+  ['activities/layer-case.ts', "import { forget as x } from '../workflows/forget';"],
+  ['audit/activities.ts', "import { registerAuditCommands as x } from './command';"],
+  ['workflows/layer-case.ts', "import { openStore as x } from '../store/db';"],
+  ['audit/workflow.ts', "import { openStore as x } from '../store/db';"],
+  ['worker/layer-case.ts', "import { MemgateClient as x } from '../client/client';"],
+  ['client/layer-case.ts', "import { createMemgateWorker as x } from '../worker/worker';"],
+  ['client/layer-case.ts', "import { buildHttpServer as x } from '../server/http';"],
+  ['server/layer-case.ts', "import { main as x } from '../cli/cli';"],
+  ['cli/commands/layer-case.ts', "import { configTable as x } from '../../scripts/config-docs';"],
+  ['sim/layer-case.ts', "import { openStore as x } from '../store/db';"],
+  ['scripts/layer-case.ts', "import { startTestEnv as x } from '../test/support/env';"],
+  ['bench/layer-case.ts', "import { configTable as x } from '../scripts/config-docs';"],
+  ['test/unit/layer-case.ts', "import { run as x } from '../../bench/run';"],
+];
 
 describe('the layer rules', () => {
   it.each([
@@ -62,5 +89,52 @@ describe('the layer rules', () => {
     ['vectorEngine/layer-case.ts', "import { stateInDefaultRecall as x } from '../core/recall';"],
   ])('allows %s: %s', async (file, code) => {
     expect(await restricted(file, code)).toEqual([]);
+  });
+  it.each(UPWARD)('refuses the upward import %s: %s', async (file, code) => {
+    expect(await restricted(file, code)).not.toEqual([]);
+  });
+
+  it('has an upward case for every top-level folder of TypeScript', () => {
+    const folders = new Set(
+      execFileSync('git', ['ls-files', '*.ts'], { cwd: root, encoding: 'utf8' })
+        .split('\n')
+        .filter((f) => f.includes('/'))
+        .map((f) => f.split('/')[0]),
+    );
+    expect(new Set(UPWARD.map(([file]) => file.split('/')[0]))).toEqual(folders);
+  });
+
+  it('gives every TypeScript file a layer rule (none is deeper than the rule reaches)', async () => {
+    const files = execFileSync('git', ['ls-files', '*/*.ts'], { cwd: root, encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean);
+    const unruled: string[] = [];
+    for (const file of files) {
+      const config = (await eslint.calculateConfigForFile(file)) as { rules: Record<string, unknown> };
+      const rule = config.rules['@typescript-eslint/no-restricted-imports'] as
+        [unknown, { patterns: unknown[] }] | undefined;
+      if (!rule?.[1].patterns.length) unruled.push(file);
+    }
+    expect(unruled).toEqual([]);
+  });
+
+  it('refuses a cycle of imports, even within a layer', async () => {
+    // The cycle check reads the imported files from disk: two real files, removed after.
+    const [a, b] = ['store/layer-cycle-a.ts', 'store/layer-cycle-b.ts'];
+    writeFileSync(
+      join(root, a),
+      "import { b } from './layer-cycle-b';\nexport const a = (): unknown => b;\n",
+    );
+    writeFileSync(
+      join(root, b),
+      "import { a } from './layer-cycle-a';\nexport const b = (): unknown => a;\n",
+    );
+    try {
+      const [result] = await eslint.lintFiles([a]);
+      expect(result!.messages.map((m) => m.ruleId)).toContain('import-x/no-cycle');
+    } finally {
+      rmSync(join(root, a), { force: true });
+      rmSync(join(root, b), { force: true });
+    }
   });
 });

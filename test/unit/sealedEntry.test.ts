@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { openEntry, openSealedWrite, sealEntry } from '../../codec/sealedEntry';
 import { InvalidInputError } from '../../core/errors';
 import { parseWriteUpdate, sealedChars } from '../../core/sealed';
-import { entryId } from '../../store/entries';
+import { entryId } from '../../core/ids';
 
 const LIMITS = { maxTextChars: 16_000, maxEntriesPerWrite: 100 };
 const NOW = Date.UTC(2026, 11, 1);

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { temporalConnectionOptions } from '../../client/connection';
+import { temporalConnectionOptions } from '../../stack/connection';
 import { maskUri, parseConfig } from '../../core/config';
 import { InvalidConfigError } from '../../core/errors';
 

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { AuditActivities } from '../../activities';
 import { AUDIT_ARMS } from '../../audit/records';
 import { auditProgressQuery, memgateAudit, type AuditInput } from '../../audit/workflow';
-import type { QuestionRef } from '../../core/messages';
+import type { QuestionRef } from '../../audit/messages';
 import { startWorkflowEnv, stubbedWorker, typedFailure } from '../support/stubbedWorker';
 
 let env: TestWorkflowEnvironment;

@@ -13,12 +13,8 @@ import {
   type PhaseOutcome,
 } from '../../core/nightly/registry';
 import { policyOf } from '../../core/policy';
-import {
-  consolidateAgent,
-  consolidateAgentWorkflowId,
-  consolidationRunId,
-  nightlyConsolidation,
-} from '../../workflows/nightly';
+import { consolidateAgent, nightlyConsolidation } from '../../workflows/nightly';
+import { consolidateAgentWorkflowId, consolidationRunId } from '../../core/ids';
 import { startWorkflowEnv, stubbedWorker, typedFailure } from '../support/stubbedWorker';
 
 let env: TestWorkflowEnvironment;

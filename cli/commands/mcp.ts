@@ -2,8 +2,8 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import type { Command } from 'commander';
 import { InvalidConfigError } from '../../core/errors';
 import { buildMcpServer } from '../../server/mcp';
-import { MemgateClient } from '../client';
-import { WindowClient } from '../window';
+import { MemgateClient } from '../../client/client';
+import { WindowClient } from '../../client/window';
 import { config, resolveEndpoints } from './context';
 
 /**

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { describePin, type Pin, type WindowView } from '../../core/window';
-import { WindowClient } from '../window';
+import { WindowClient } from '../../client/window';
 import { config, printJson, withClient } from './context';
 import { keyNumberPairs, numeric, parseOptions, switchFlag } from './options';
 

@@ -7,8 +7,8 @@ import { requireKey } from '../../server/auth';
 import { buildHttpServer, type ServerDeps } from '../../server/http';
 import { mountMcp } from '../../server/mcpHttp';
 import { OPENAPI_PATH } from '../../server/openapi';
-import { MemgateClient } from '../client';
-import { WindowClient } from '../window';
+import { MemgateClient } from '../../client/client';
+import { WindowClient } from '../../client/window';
 import { config, resolveEndpoints } from './context';
 
 /** What the HTTP API answers from: this client, its windows, and its two servers to probe. */

@@ -4,7 +4,7 @@ import type { Config } from '../core/config';
 import { CONFIG_SPECS } from '../core/config';
 import { InvalidConfigError } from '../core/errors';
 import type { EmbeddingsEndpoint } from '../llm';
-import { endpoints, localEmbeddingsUnavailable, portAnswers, type StackSettings } from '../stack/stack';
+import { endpoints, localEmbeddingsUnavailable, portAnswers, type StackSettings } from './stack';
 
 /** A PEM file a setting names, or InvalidConfig naming the setting. */
 function pem(key: 'temporalTlsCaFile' | 'temporalTlsCertFile' | 'temporalTlsKeyFile', path: string): Buffer {

@@ -1,7 +1,7 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
 import { PASS_PHASES } from '../../core/nightly/registry';
-import { NightlySchedule } from '../schedule';
+import { NightlySchedule } from '../../client/schedule';
 import { config, printJson, withClient } from './context';
 import { isoDateTime, parseOptions } from './options';
 

@@ -1,7 +1,7 @@
 import { parseConfig, type Config } from '../../core/config';
 import { endpoints as localEndpoints, stackStatus } from '../../stack/stack';
-import { MemgateClient, type ClientEndpoints } from '../client';
-import { resolveEmbeddings } from '../connection';
+import { MemgateClient, type ClientEndpoints } from '../../client/client';
+import { resolveEmbeddings } from '../../stack/connection';
 import { StackUnavailableError } from '../../core/errors';
 
 /** Configuration, read from the environment once per CLI invocation. */

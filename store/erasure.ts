@@ -1,0 +1,69 @@
+import type { Tier } from '../core/entry';
+import { countDeleted } from './agents';
+import { isErasure, type Store } from './db';
+import { adjustDocumentFrequencies } from './terms';
+import { locateEntry, tierCollection, TIERS } from './tiers';
+import { dropVectors } from './vectors';
+
+/** Entries leaving the store: an erasure's claim on ids, and a delete from both tiers. */
+
+/** Which of `ids` an erasure has claimed (its tombstone, or that of a summary removed with it), by point reads. */
+export async function erasedAmong(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  const stones = await Promise.all(
+    ids.map((_id) => store.tombstones.findOne({ _id, agentId }, { projection: { reason: 1 } })),
+  );
+  return new Set(ids.filter((_, i) => stones[i] && isErasure(stones[i])));
+}
+
+/**
+ * Erasure wins (docs/invariants.md, Erasure wins). `forget` writes its tombstone before it
+ * deletes; every writer of a copy (a move to the other tier, a summary, a replayed write)
+ * writes first and looks for an erasure tombstone after, so in any interleaving one of the
+ * two removes the copy. Returns the ids withdrawn. `deleteEntry` may then count a copy that
+ * was never counted: counts err low, never high.
+ */
+export async function withdrawErased(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+): Promise<Set<string>> {
+  const withdrawn = await erasedAmong(store, agentId, ids);
+  for (const id of withdrawn) await deleteEntry(store, agentId, id);
+  return withdrawn;
+}
+
+/**
+ * An entry leaves both tiers (it may be in both after an interrupted move), and the tier
+ * counts and document frequencies follow; with `version`, only copies at that version. Its
+ * terms are withdrawn before the delete, so a crash in between leaves a count too low, never
+ * a term of a deleted entry (docs/invariants.md, Erasure wins).
+ */
+export async function deleteEntry(
+  store: Store,
+  agentId: string,
+  id: string,
+  version?: number,
+): Promise<Tier[]> {
+  const copy = (await locateEntry(store, agentId, id))?.entry;
+  if (copy && (version === undefined || copy.version === version) && !copy.pending?.includes('terms')) {
+    await adjustDocumentFrequencies(store, agentId, [copy.terms], -1);
+  }
+  const from: Tier[] = [];
+  for (const tier of TIERS) {
+    const res = await tierCollection(store, tier).deleteOne({
+      _id: id,
+      agentId,
+      ...(version !== undefined && { version }),
+    });
+    if (res.deletedCount) from.push(tier);
+  }
+  await countDeleted(store, agentId, from);
+  // After the content, never before (store/vectors.ts): a vector stored meanwhile finds its
+  // entry gone and leaves by itself.
+  if (!(await locateEntry(store, agentId, id))) await dropVectors(store, agentId, [id], Date.now());
+  return from;
+}

@@ -1,0 +1,36 @@
+import type { Collection, Filter } from 'mongodb';
+import type { Store } from './db';
+
+/** The record of each completed run, and when the last one was. */
+
+export interface RunRecord {
+  _id: string;
+  kind: 'agent' | 'nightly';
+  agentId?: string;
+  asOf: number;
+  status: 'completed';
+  finishedAt: number;
+  counts: Record<string, number>;
+  [key: string]: unknown;
+}
+
+function runs(store: Store): Collection<RunRecord> {
+  return store.runs as unknown as Collection<RunRecord>;
+}
+
+export async function recordRun(store: Store, run: RunRecord): Promise<void> {
+  const { _id, ...rest } = run;
+  await runs(store).replaceOne({ _id }, rest, { upsert: true });
+}
+
+/** The `asOf` of the latest completed run of this kind (and agent) before `asOf`, if any. */
+export async function previousRunAsOf(
+  store: Store,
+  asOf: number,
+  scope: { kind: 'agent'; agentId: string } | { kind: 'nightly' },
+): Promise<number | undefined> {
+  const filter: Filter<RunRecord> = { kind: scope.kind, status: 'completed', asOf: { $lt: asOf } };
+  if (scope.kind === 'agent') filter.agentId = scope.agentId;
+  const [last] = await runs(store).find(filter).sort({ asOf: -1 }).limit(1).toArray();
+  return last?.asOf;
+}
