@@ -3,7 +3,7 @@ import { NotFoundError } from '../core/errors';
 import { forgetDerivedSchema, forgetStepSchema, parseInput } from '../core/messages';
 import { assessSummary, buildSummaryEntry } from '../core/nightly/clusters';
 import type { Policy } from '../core/policy';
-import { extractiveSummary, type Summarizer } from '../llm/summarizer';
+import { extractiveSummary, type Summariser } from '../llm/summariser';
 import type { Store } from '../store/db';
 import { deleteEntry, erasedAmong } from '../store/erasure';
 import {
@@ -27,10 +27,10 @@ interface ForgetStep {
 
 /**
  * Erasure (docs/invariants.md, Erasure wins), one step per activity; the forget workflow runs
- * them in order. No step before the content is gone calls a model, so a failing summarizer
+ * them in order. No step before the content is gone calls a model, so a failing summariser
  * never leaves the erased entry readable: only the summaries' final wording waits for it.
  */
-export function createForgetActivities(store: Store, summarizer: Summarizer) {
+export function createForgetActivities(store: Store, summariser: Summariser) {
   /**
    * The other sources of a summary built from the erased entry, oldest first, when the summary
    * can be rebuilt from them: all still stored, and none erased. A source another erasure
@@ -102,7 +102,7 @@ export function createForgetActivities(store: Store, summarizer: Summarizer) {
      * the entry is rewritten from its other sources by the extractive merge, or removed and
      * flagged when it cannot be rebuilt; links through the entry are undone; the entry leaves
      * both tiers and the query log. The rewrite is not final: `forgetDerived` finds the
-     * summary again and has the summarizer word it.
+     * summary again and has the summariser word it.
      */
     async forgetEntry(
       input: ForgetStep,
@@ -121,7 +121,7 @@ export function createForgetActivities(store: Store, summarizer: Summarizer) {
     },
 
     /**
-     * Every summary still built from the entry is worded anew by the summarizer from its other
+     * Every summary still built from the entry is worded anew by the summariser from its other
      * sources, when they all still stand, or else removed and flagged (another erasure claimed
      * one since).
      */
@@ -129,7 +129,7 @@ export function createForgetActivities(store: Store, summarizer: Summarizer) {
       input = parseInput(forgetDerivedSchema, input, 'forget');
       const resummarised: string[] = [];
       const removed = await eachDerivedSummary(input, async (summary, sources) => {
-        const text = await summarizer.summarize(sources.map((s) => ({ id: s._id, text: s.text })));
+        const text = await summariser.summarise(sources.map((s) => ({ id: s._id, text: s.text })));
         await rewrite(input, summary, sources, text, true);
         resummarised.push(summary._id);
         heartbeat(summary._id);

@@ -34,8 +34,8 @@ export function createActivities(deps: ActivityDeps) {
   return withTypedFailures({
     ...createPolicyActivities(deps.store),
     ...createWriteActivities(deps.store),
-    ...withLiveness(createNightlyActivities(deps.store, deps.config, models.summarizer, deps.vectorIndexes)),
-    ...withLiveness(createForgetActivities(deps.store, models.summarizer)),
+    ...withLiveness(createNightlyActivities(deps.store, deps.config, models.summariser, deps.vectorIndexes)),
+    ...withLiveness(createForgetActivities(deps.store, models.summariser)),
     ...withLiveness(createRestoreActivities(deps.store)),
     ...withLiveness(createEraseAgentActivities(deps.store, deps.config)),
     embedEntries,

@@ -6,7 +6,7 @@ import { refreshPolicy } from '../core/nightly/plans';
 import { NIGHT_PASS, type NightPolicy } from '../core/nightly/phases';
 import { COUNT_FIELDS, nightlyMetric, PASS_PHASES, type PassPhaseName } from '../core/nightly/registry';
 import { reclaimPolicy } from '../core/nightly/reclaim';
-import type { Summarizer } from '../llm/summarizer';
+import type { Summariser } from '../llm/summariser';
 import { registeredAgents, tierCounts, tombstoneCount } from '../store/agents';
 import type { Store } from '../store/db';
 import { recordRun, type RunRecord } from '../store/runs';
@@ -52,7 +52,7 @@ type PassActivities = {
 export function createNightlyActivities(
   store: Store,
   config: Config,
-  summarizer: Summarizer,
+  summariser: Summariser,
   indexes: VectorIndexes | undefined,
 ) {
   /** The stored policy the workflow read for this run, and this worker's batch size. */
@@ -107,7 +107,7 @@ export function createNightlyActivities(
           run,
           policy,
           models: {
-            summarize: (texts) => summarizer.summarize(texts),
+            summarise: (texts) => summariser.summarise(texts),
             ...(byMeaning && { neighboursByMeaning: byMeaning(run.agentId) }),
           },
           progress: heartbeat,

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import { z } from 'zod';
-import { summarizeAudit } from './records';
+import { summariseAudit } from './records';
 import { InvalidInputError, StackUnavailableError } from '../core/errors';
 import { auditInputSchema, auditSettingsSchema } from './messages';
 import { chooseJudge, chooseReader, createModels } from '../llm';
@@ -163,7 +163,7 @@ export function registerAuditCommands(program: Command): void {
         const wallSeconds = Math.round((Date.now() - startedAt) / 100) / 10;
 
         const records = await auditRecordsOfRun(client.store, input.runId);
-        const rows = summarizeAudit(records);
+        const rows = summariseAudit(records);
         const outDir = resolve(o.out);
         mkdirSync(outDir, { recursive: true });
         writeFileSync(join(outDir, 'records.jsonl'), records.map((r) => JSON.stringify(r)).join('\n') + '\n');

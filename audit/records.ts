@@ -225,7 +225,7 @@ export function armLabel(r: Pick<AuditRecord, 'arm' | 'readSetting'>): string {
 }
 
 /** One row per arm, budget, read setting, condition, reader and judge; ordered for reading. */
-export function summarizeAudit(records: readonly AuditRecord[]): SummaryRow[] {
+export function summariseAudit(records: readonly AuditRecord[]): SummaryRow[] {
   const groups = new Map<string, AuditRecord[]>();
   for (const r of records) {
     const key = [armLabel(r), r.budget ?? 'none', r.readSetting, r.condition, r.reader, r.judge].join('|');

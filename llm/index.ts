@@ -2,14 +2,14 @@ import type { Config } from '../core/config';
 import { InvalidConfigError } from '../core/errors';
 import { evidenceReader, heuristicImportanceScorer, normalisedMatchJudge } from './local';
 import type { ImportanceScorer, Judge, Reader } from './models';
-import { openAIImportanceScorer, openAIJudge, openAIModel, openAIReader, openAISummarizer } from './openai';
-import { extractiveSummarizer, type Summarizer } from './summarizer';
+import { openAIImportanceScorer, openAIJudge, openAIModel, openAIReader, openAISummariser } from './openai';
+import { extractiveSummariser, type Summariser } from './summariser';
 import { openAIEmbedder, type Embedder } from './embedder';
 
 export interface Models {
   /** An OpenAI-compatible endpoint is configured; otherwise every role is local. */
   remote: boolean;
-  summarizer: Summarizer;
+  summariser: Summariser;
   importance: ImportanceScorer;
   reader: Reader;
   judge: Judge;
@@ -22,7 +22,7 @@ export function createModels(
   if (!config.openaiBaseUrl) {
     return {
       remote: false,
-      summarizer: extractiveSummarizer,
+      summariser: extractiveSummariser,
       importance: heuristicImportanceScorer,
       reader: evidenceReader,
       judge: normalisedMatchJudge,
@@ -36,7 +36,7 @@ export function createModels(
   });
   return {
     remote: true,
-    summarizer: openAISummarizer(model),
+    summariser: openAISummariser(model),
     importance: openAIImportanceScorer(model),
     reader: openAIReader(model),
     judge: openAIJudge(model),

@@ -10,7 +10,7 @@ import {
   type ReaderInput,
   type ScoredText,
 } from './models';
-import type { SummarySource, Summarizer } from './summarizer';
+import type { SummarySource, Summariser } from './summariser';
 
 /**
  * The model roles on any OpenAI-compatible chat-completions endpoint, each answering in a
@@ -178,7 +178,7 @@ export function openAIJudge(m: OpenAIModel): Judge {
   };
 }
 
-const SUMMARIZER_SYSTEM =
+const SUMMARISER_SYSTEM =
   'You merge near-duplicate memories of one agent into a single summary. Keep every fact exactly: ' +
   'numbers with their units, dates, times, durations, money, percentages, quoted strings and ' +
   'proper names. Drop only repetition. When the memories disagree, keep both values and say which ' +
@@ -187,12 +187,12 @@ const SUMMARIZER_SYSTEM =
 const summarySchema = z.strictObject({ summary: z.string().min(1) });
 
 /** Its summaries still pass the atom check (core/atoms.ts) before they are trusted as lossless. */
-export function openAISummarizer(m: OpenAIModel): Summarizer {
+export function openAISummariser(m: OpenAIModel): Summariser {
   return {
     name: `openai:${m.model}`,
-    async summarize(sources: readonly SummarySource[]) {
+    async summarise(sources: readonly SummarySource[]) {
       const listing = sources.map((s, i) => `[${i + 1}] ${s.text}`).join('\n\n');
-      const { summary } = await completeJson(m, 'summary', summarySchema, SUMMARIZER_SYSTEM, listing);
+      const { summary } = await completeJson(m, 'summary', summarySchema, SUMMARISER_SYSTEM, listing);
       return summary.trim();
     },
   };

@@ -38,7 +38,7 @@ import { reclaimPolicy } from '../core/nightly/reclaim';
 import { DECISIONS, PASS_PHASES, type Decision } from '../core/nightly/registry';
 import { salienceAt } from '../core/salience';
 import { terms } from '../core/text';
-import { extractiveSummary } from '../llm/summarizer';
+import { extractiveSummary } from '../llm/summariser';
 import { consolidationRunId, entryId, summaryId } from '../core/ids';
 import type { Role, WriteEvent } from './workload';
 
@@ -226,7 +226,7 @@ export class SimStore {
       night: this.nightStore(run, d),
       run,
       policy: this.policy,
-      models: { summarize: async (texts) => extractiveSummary(texts) },
+      models: { summarise: async (texts) => extractiveSummary(texts) },
     };
     for (const name of PASS_PHASES) {
       // The baseline reclaims by the seed's salience-ranked deletion instead.

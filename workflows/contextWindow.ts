@@ -19,7 +19,7 @@ import {
   pin,
   rehydrate,
   sessionClosed,
-  summarizeWindow,
+  summariseWindow,
   unpin,
   validateAdmit,
   validateAdvanceTurn,
@@ -145,7 +145,7 @@ export async function contextWindow(input: ContextWindowInput): Promise<WindowSu
     closeUpdate,
     () => {
       closed = true;
-      return summarizeWindow(state);
+      return summariseWindow(state);
     },
     { validator: requireOpen },
   );
@@ -154,6 +154,6 @@ export async function contextWindow(input: ContextWindowInput): Promise<WindowSu
   const handOverDue = () => handOverSuggested() || (handOverAfter !== undefined && updates >= handOverAfter);
   await condition(() => closed || handOverDue());
   await condition(allHandlersFinished);
-  if (closed) return summarizeWindow(state);
+  if (closed) return summariseWindow(state);
   return await handOverToCurrentVersion<typeof contextWindow>()({ ...input, state });
 }

@@ -20,8 +20,8 @@ export function forgetWorkflowId(agentId: string, entryId: string): string {
 /**
  * Erasure (docs/invariants.md, Erasure wins): a content-free tombstone first, then the content
  * leaves both tiers, the query log and every summary derived from it (rewritten without it
- * with no model call, or removed and flagged), and only then does the summarizer word the
- * rewritten summaries: a summarizer that fails fails the erasure, never leaves its content
+ * with no model call, or removed and flagged), and only then does the summariser word the
+ * rewritten summaries: a summariser that fails fails the erasure, never leaves its content
  * readable. Each step is idempotent, so the workflow can be rerun at any point.
  */
 export async function forget(raw: ForgetInput) {

@@ -315,7 +315,7 @@ function free(entry: Entry, asOf: number): boolean {
 
 /** What the consolidate phase asks of models: a summary, and (when there are embeddings) neighbours by meaning. */
 export interface ConsolidateModels {
-  summarize: (sources: { id: string; text: string }[]) => Promise<string>;
+  summarise: (sources: { id: string; text: string }[]) => Promise<string>;
   /** Per id with a vector, its `k` nearest entries of the agent at or above `minSimilarity`. */
   neighboursByMeaning?: (
     ids: readonly string[],
@@ -337,7 +337,7 @@ export async function consolidatePhase(
   models: ConsolidateModels,
   progress: Progress = quiet,
 ): Promise<{ summarised: number; lossySummaries: number }> {
-  const { summarize } = models;
+  const { summarise } = models;
   for (const summary of await night.summariesOfRun()) {
     // One retired since (a later night superseded a source) stays retired.
     if (!summary.isActive) continue;
@@ -386,7 +386,7 @@ export async function consolidatePhase(
     const { present: sources } = await night.stored(ids);
     if (sources.length < 2) continue;
     const texts = sources.map((s) => ({ id: s._id, text: s.text }));
-    const text = await summarize(texts);
+    const text = await summarise(texts);
     const assessment = assessSummary(texts, text);
     const summary = buildSummaryEntry(night.summaryId(sources.map((s) => s._id)), sources, text, assessment, {
       asOf: run.asOf,

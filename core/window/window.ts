@@ -102,7 +102,7 @@ export function viewWindow(state: WindowState): WindowView {
   };
 }
 
-export function summarizeWindow(state: WindowState): WindowSummary {
+export function summariseWindow(state: WindowState): WindowSummary {
   return {
     turn: state.turn,
     segments: state.segments.length,

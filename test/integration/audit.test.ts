@@ -4,7 +4,7 @@ import type { AuditSettings } from '../../audit/messages';
 import {
   armPolicy,
   AUDIT_ARMS,
-  summarizeAudit,
+  summariseAudit,
   type AuditRecord,
   type SummaryRow,
 } from '../../audit/records';
@@ -80,7 +80,7 @@ describe.skipIf(!hasData(DATA))('restore-counterfactual audit on LongMemEval-S (
     await startAuditWorker();
     const result = await handle.result();
     records = await auditRecordsOfRun(env.store, runId);
-    rows = summarizeAudit(records);
+    rows = summariseAudit(records);
 
     // Per question: no-eviction 1 × 2 conditions; 7 budgeted arms × 3 budgets × 2; memgate 3 × 2 read settings × 2.
     const perQuestion = 2 + 7 * BUDGETS.length * 2 + BUDGETS.length * 2 * 2;

@@ -5,13 +5,13 @@ import { ModelError } from '../../core/errors';
 import { chooseJudge, chooseReader, createModels } from '../../llm';
 import { evidenceReader, normalisedMatchJudge } from '../../llm/local';
 import { DONT_KNOW, type ReaderInput } from '../../llm/models';
-import { extractiveSummarizer } from '../../llm/summarizer';
+import { extractiveSummariser } from '../../llm/summariser';
 import {
   openAIImportanceScorer,
   openAIJudge,
   openAIModel,
   openAIReader,
-  openAISummarizer,
+  openAISummariser,
   type OpenAISettings,
 } from '../../llm/openai';
 
@@ -201,9 +201,9 @@ describe('OpenAI-compatible adapters over real HTTP', () => {
     expect(requests).toHaveLength(1);
   });
 
-  it('the summarizer sends the sources in order and returns the summary', async () => {
+  it('the summariser sends the sources in order and returns the summary', async () => {
     responders.push(answer({ summary: 'Notice period: 30 days (2024 contract), 14 days (2023 draft).' }));
-    const summary = await openAISummarizer(openAIModel(settings)).summarize([
+    const summary = await openAISummariser(openAIModel(settings)).summarise([
       { id: 'a', text: 'The 2023 draft says 14 days notice.' },
       { id: 'b', text: 'The 2024 contract says 30 days notice.' },
     ]);
@@ -224,7 +224,7 @@ describe('OpenAI-compatible adapters over real HTTP', () => {
       openaiTimeoutMs: 1000,
     });
     expect(local.remote).toBe(false);
-    expect(local.summarizer).toBe(extractiveSummarizer);
+    expect(local.summariser).toBe(extractiveSummariser);
     expect(local.importance.name).toBe('heuristic');
     expect(chooseReader(local, 'evidence')).toBe(evidenceReader);
     expect(chooseJudge(local, 'match')).toBe(normalisedMatchJudge);

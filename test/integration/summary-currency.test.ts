@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assessSummary, buildSummaryEntry } from '../../core/nightly/clusters';
 import { memoryPolicy, type Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import { extractiveSummary } from '../../llm/summarizer';
+import { extractiveSummary } from '../../llm/summariser';
 import { indexedEntry } from '../../store/entries';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { failOnce, interleaveOnce } from '../support/faults';

@@ -7,7 +7,7 @@ import { forgetWorkflowId } from '../../workflows/forget';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
- * A failure the error table calls non-retryable is attempted once: a summarizer endpoint that
+ * A failure the error table calls non-retryable is attempted once: a summariser endpoint that
  * refuses the request (HTTP 400) fails the activity that called it on its first attempt,
  * instead of being retried as if the server had blinked. The endpoint is a local HTTP server
  * speaking the chat-completions protocol, reached through the worker's real OpenAI client.
@@ -65,8 +65,8 @@ afterAll(async () => {
 });
 
 describe('typed failures', () => {
-  it('a summarizer that refuses (HTTP 400) fails forget on its first attempt, with ModelError', async () => {
-    const agentId = env.agent('refusing-summarizer');
+  it('a summariser that refuses (HTTP 400) fails forget on its first attempt, with ModelError', async () => {
+    const agentId = env.agent('refusing-summariser');
     const { entries } = await env.client.write({
       agentId,
       entries: [9, 10, 11].map((hour) => ({
@@ -78,7 +78,7 @@ describe('typed failures', () => {
     await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     expect(await env.store.hot.countDocuments({ agentId, kind: 'summary' })).toBe(1);
 
-    // Erasing a source rebuilds the summary from the others: the summarizer is asked, and refuses.
+    // Erasing a source rebuilds the summary from the others: the summariser is asked, and refuses.
     refuse = true;
     const before = requests.length;
     const secret = entries[1]!.id;
@@ -95,7 +95,7 @@ describe('typed failures', () => {
       const started = e.activityTaskStartedEventAttributes;
       if (started) attempts.push([scheduled.get(Number(started.scheduledEventId))!, started.attempt!]);
     }
-    // Each step once, and forgetDerived, whose summarizer refused, not retried.
+    // Each step once, and forgetDerived, whose summariser refused, not retried.
     expect(attempts).toEqual([
       ['forgetTombstone', 1],
       ['currentPolicy', 1],

@@ -11,7 +11,7 @@ import {
   advanceTurn,
   openWindow,
   rehydrate,
-  summarizeWindow,
+  summariseWindow,
   unpin,
   viewWindow,
   type Transition,
@@ -185,7 +185,7 @@ describe('a context window session across continue-as-new', () => {
 
     // The close ends the workflow with the session's summary; later calls are a Conflict.
     const summary = await windows.close(session);
-    expect(summary).toEqual(summarizeWindow(state));
+    expect(summary).toEqual(summariseWindow(state));
     expect(summary.evictions).toBeGreaterThan(evictions);
     const handle = env.client.temporal.workflow.getHandle(workflowId);
     expect(await handle.result()).toEqual(summary);

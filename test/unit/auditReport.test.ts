@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { renderChart, renderTable } from '../../audit/report';
-import { classify, summarizeAudit, type AuditRecord, type QuestionVerdicts } from '../../audit/records';
+import { classify, summariseAudit, type AuditRecord, type QuestionVerdicts } from '../../audit/records';
 
 function record(
   questionId: string,
@@ -49,7 +49,7 @@ const records = [
 
 describe('audit report', () => {
   it('puts the read condition, read setting, reader and judge beside every figure', () => {
-    const table = renderTable(summarizeAudit(records));
+    const table = renderTable(summariseAudit(records));
     const rows = table.split('\n').filter((l) => l.startsWith('| top-60') || l.startsWith('| forced-gold'));
     expect(rows).toHaveLength(3);
     for (const row of rows) expect(row).toContain('| retained store | evidence / match |');
@@ -61,7 +61,7 @@ describe('audit report', () => {
   });
 
   it('draws a self-contained SVG with one bar per arm and budget panel', () => {
-    const svg = renderChart(summarizeAudit(records), 'Audit <test> & co');
+    const svg = renderChart(summariseAudit(records), 'Audit <test> & co');
     expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true);
     expect(svg.trim().endsWith('</svg>')).toBe(true);
     expect(svg).toContain('Audit &lt;test&gt; &amp; co');

@@ -92,7 +92,7 @@ describe('forget, with its activities stubbed', () => {
 
   it('retries a step that fails once, with the same instant', async () => {
     const s = forgetStubs(({ name, attempt }) => {
-      if (name === 'forgetDerived' && attempt === 1) throw new Error('the summarizer timed out');
+      if (name === 'forgetDerived' && attempt === 1) throw new Error('the summariser timed out');
     });
     const w = await stubbedWorker(env, s.activities);
     const result = await w.run(() => run(w.taskQueue, { agentId: 'a1', entryId: 'e1' }));

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { assessSummary, buildSummaryEntry } from '../../core/nightly/clusters';
 import { buildEntry, memoryPolicy } from '../../core/entry';
-import { extractiveSummary, extractiveSummarizer, sentences } from '../../llm/summarizer';
+import { extractiveSummary, extractiveSummariser, sentences } from '../../llm/summariser';
 
 const NAMES = ['Anna Berg', 'Acme Corp', 'Berlin', 'Dr Okafor', 'Globex', 'Lisbon'];
 const UNITS = ['days', 'hours', 'weeks', 'requests', 'seats', 'GB'];
@@ -65,7 +65,7 @@ describe('the extractive summariser', () => {
   it('is lossless by construction: the atom check finds every fact of every source', async () => {
     await fc.assert(
       fc.asyncProperty(sourcesArb, async (sources) => {
-        const text = await extractiveSummarizer.summarize(sources);
+        const text = await extractiveSummariser.summarise(sources);
         const assessment = assessSummary(sources, text);
         expect(assessment.lossyReasons).toEqual([]);
         expect(assessment.lossy).toBe(false);

@@ -9,10 +9,10 @@ export interface SummarySource {
   text: string;
 }
 
-export interface Summarizer {
+export interface Summariser {
   readonly name: string;
   /** One summary of near-duplicate sources, given oldest first. */
-  summarize(sources: readonly SummarySource[]): Promise<string>;
+  summarise(sources: readonly SummarySource[]): Promise<string>;
 }
 
 /** Sentences of a text, split after terminal punctuation or at line breaks. */
@@ -52,7 +52,7 @@ export function extractiveSummary(sources: readonly SummarySource[]): string {
 }
 
 /** The default: deterministic, local, no model call. */
-export const extractiveSummarizer: Summarizer = {
+export const extractiveSummariser: Summariser = {
   name: 'extractive',
-  summarize: async (sources) => extractiveSummary(sources),
+  summarise: async (sources) => extractiveSummary(sources),
 };

@@ -3,18 +3,18 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModelError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import { extractiveSummary } from '../../llm/summarizer';
+import { extractiveSummary } from '../../llm/summariser';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
 /**
  * What an erasure leaves behind when a model writes the summaries (docs/invariants.md, Erasure
  * wins): the ledger, which outlives it by a year, names a lossy summary's sources but never the
- * facts it lost; and a summarizer that keeps refusing fails the erasure without leaving the
+ * facts it lost; and a summariser that keeps refusing fails the erasure without leaving the
  * erased entry readable anywhere.
  *
- * The summarizer is a model behind a local chat-completions endpoint that merges its sources
- * as the extractive summarizer does, through a rewrite a test may set, or refuses (HTTP 400).
+ * The summariser is a model behind a local chat-completions endpoint that merges its sources
+ * as the extractive summariser does, through a rewrite a test may set, or refuses (HTTP 400).
  */
 const T0 = Math.floor(Date.now() / DAY_MS - 10) * DAY_MS;
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
@@ -35,7 +35,7 @@ beforeAll(async () => {
         return;
       }
       const body = JSON.parse(raw) as { messages: { content: string }[] };
-      // The summarizer lists its sources as `[n] text`, separated by blank lines.
+      // The summariser lists its sources as `[n] text`, separated by blank lines.
       const sources = body.messages
         .at(-1)!
         .content.split('\n\n')
@@ -120,9 +120,9 @@ describe('the ledger of a lossy summary', () => {
   }, 300_000);
 });
 
-describe('forget while the summarizer refuses', () => {
+describe('forget while the summariser refuses', () => {
   it('fails, with the erased entry readable nowhere; forget again once it answers finishes the summary', async () => {
-    const agentId = env.agent('summarizer-down');
+    const agentId = env.agent('summariser-down');
     const [desk, priya, code] = await receptionNotes(agentId);
     await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     const summaryId = (await env.store.hot.findOne({ agentId, kind: 'summary' }))!._id;
