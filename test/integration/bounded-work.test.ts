@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MAX_WRITE_BYTES } from '../../core/entry';
 import { MAX_QUERY_TERMS, MAX_RANKED_CHARS, POSTINGS_BUDGET } from '../../core/recall';
 import { terms } from '../../core/text';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { startTestEnv, useTestEnv, type TestEnv } from '../support/env';
 
 /**
  * What one call may cost the store, whatever its caller sends: a long query is cut to the
@@ -10,14 +10,7 @@ import { startTestEnv, type TestEnv } from '../support/env';
  * multiply a recall's reads nor the next night's refresh work; and a recall ranks at most
  * `MAX_RANKED_CHARS` of candidate text, however long the entries its terms find.
  */
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv();
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv();
 
 describe('the work of one recall', () => {
   it('reads and logs at most MAX_QUERY_TERMS terms of a query of 2,000 single CJK characters', async () => {

@@ -1,15 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { runMemgate } from '../support/cli';
 import { untilEmbedded } from '../support/embedded';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 
-let env: TestEnv;
-beforeAll(async () => {
-  env = await startTestEnv();
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv();
 
 const memgate = (...args: string[]) => runMemgate(env, args);
 

@@ -1,20 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MemgateClient } from '../../client/client';
 import { StackUnavailableError } from '../../core/errors';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 
 /**
  * Every failure a MemgateClient call meets reaches its caller as a MemgateError with a
  * `type`, never as a raw driver or gRPC error: a server that is gone, a connection closed
  * under the call.
  */
-let env: TestEnv;
-beforeAll(async () => {
-  env = await startTestEnv();
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv();
 
 describe('a MemgateClient whose servers fail', () => {
   it('cannot reach Temporal: StackUnavailable naming the address', async () => {

@@ -1,8 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { interleaveOnce } from '../support/faults';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
 /**
@@ -14,14 +14,7 @@ import { expectVerified } from '../support/verify';
 const T0 = Date.UTC(2025, 5, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '4', MEMGATE_LOW_WATERMARK: '0.5' });
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv({ MEMGATE_HOT_CAPACITY: '4', MEMGATE_LOW_WATERMARK: '0.5' });
 
 const SECRET = 'The vault combination is 31-41-59.';
 

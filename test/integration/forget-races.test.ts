@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { seededRandom } from '../../core/seededRandom';
 import { terms } from '../../core/text';
 import type { QueryLogRecord } from '../../store/db';
 import { termKey } from '../../store/terms';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 import { interleaveOnce } from '../support/faults';
 import { expectVerified } from '../support/verify';
 
@@ -18,14 +18,7 @@ import { expectVerified } from '../support/verify';
 const T0 = Math.floor(Date.now() / DAY_MS - 10) * DAY_MS;
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv();
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv();
 
 /** Everything the agent has stored anywhere (document frequencies too), as one string. */
 async function everything(agentId: string): Promise<string> {

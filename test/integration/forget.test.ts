@@ -1,21 +1,14 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { NotFoundError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { runMemgate } from '../support/cli';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
 const T0 = Date.UTC(2025, 4, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '10', MEMGATE_LOW_WATERMARK: '0.8' });
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv({ MEMGATE_HOT_CAPACITY: '10', MEMGATE_LOW_WATERMARK: '0.8' });
 
 /** Everything the agent has stored anywhere, as one string to search for erased content. */
 async function everything(agentId: string): Promise<string> {

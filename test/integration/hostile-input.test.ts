@@ -1,10 +1,10 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { InvalidInputError } from '../../core/errors';
 import { DAY_MS } from '../../core/salience';
 import { agentMemoryWorkflowId } from '../../workflows/agentMemory';
 import { runMemgate } from '../support/cli';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
 /**
@@ -12,14 +12,7 @@ import { expectVerified } from '../support/verify';
  * memgate client) reaches it directly. What it sends must be rejected as InvalidInput with
  * nothing written, nothing erased.
  */
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '4', MEMGATE_LOW_WATERMARK: '0.5' });
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv({ MEMGATE_HOT_CAPACITY: '4', MEMGATE_LOW_WATERMARK: '0.5' });
 
 /** An agent with five entries (over its capacity of four) and a logged recall. */
 async function agentWithMemories(name: string): Promise<{ agentId: string; ids: string[] }> {

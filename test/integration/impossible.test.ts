@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { evictEntry } from '../../store/nightly';
 import {
   impossibleQueries,
@@ -8,16 +8,10 @@ import {
 } from '../../store/impossible';
 import { dayOf } from '../../core/salience';
 import { runMemgate } from '../support/cli';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 import type { EvictionInput } from '../../core/eviction';
 
-let env: TestEnv;
-beforeAll(async () => {
-  env = await startTestEnv();
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv();
 
 /** The two-key check's facts of a dead entry (the reason is what the test groups by). */
 const DEAD: EvictionInput = {

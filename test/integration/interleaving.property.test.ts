@@ -1,8 +1,8 @@
 import fc from 'fast-check';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { MemgateError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
 /**
@@ -14,14 +14,7 @@ import { expectVerified } from '../support/verify';
  */
 const T0 = Date.UTC(2026, 0, 5);
 
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '6', MEMGATE_LOW_WATERMARK: '0.5' });
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv({ MEMGATE_HOT_CAPACITY: '6', MEMGATE_LOW_WATERMARK: '0.5' });
 
 const SUBJECTS = ['dock 7', 'the vault', 'bay 12', 'the north desk'];
 const HOURS = ['08:00', '14:30', '16:00'];

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { CancelledFailure } from '@temporalio/activity';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createActivities } from '../../activities';
 import { DAY_MS } from '../../core/salience';
 import { consolidationRunId } from '../../core/ids';
 import { nightlyConsolidation } from '../../workflows/nightly';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 
 /**
  * Long nightly work heartbeats as it goes and stops when cancelled; the nightly run lists
@@ -16,14 +16,7 @@ import { startTestEnv, type TestEnv } from '../support/env';
  */
 // Far enough back that a night 400 days later is not in the future.
 const T0 = Date.UTC(2025, 5, 1);
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv({ MEMGATE_NIGHTLY_BATCH: '10' });
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv({ MEMGATE_NIGHTLY_BATCH: '10' });
 
 /** `n` volatile facts, all past their freshness by day 2: the expire phase's work. */
 async function writeVolatile(agentId: string, n: number): Promise<void> {

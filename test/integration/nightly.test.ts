@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { WriteEntryInput } from '../../core/entry';
 import { NotFoundError } from '../../core/errors';
 import { DAY_MS, HOUR_MS, salienceAt } from '../../core/salience';
 import { consolidateAgentWorkflowId } from '../../core/ids';
 import { failOnce } from '../support/faults';
 import { untilEmbedded, untilHotEmbedded } from '../support/embedded';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
 /** Half-life 72 h, gate 0.15, a hot tier of 20 entries that reclaims down to 16. */
@@ -26,14 +26,7 @@ const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 /** Nightly runs happen at 03:00 of each simulated day; the agent writes and asks at 10:00. */
 const night = (day: number) => dayAt(day, 3);
 
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv(SETTINGS);
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv(SETTINGS);
 
 const newAgent = (name: string) => `${name}-${randomUUID().slice(0, 8)}`;
 

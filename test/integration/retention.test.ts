@@ -1,20 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DAY_MS, dayOf, HOUR_MS } from '../../core/salience';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
 /** The query log keeps a recall for MEMGATE_QUERY_LOG_RETENTION_DAYS; the nightly run drops older ones. */
 const T0 = Date.UTC(2025, 3, 7);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv({ MEMGATE_QUERY_LOG_RETENTION_DAYS: '3' });
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv({ MEMGATE_QUERY_LOG_RETENTION_DAYS: '3' });
 
 const loggedDays = async (agentId: string) =>
   (await env.store.queries.find({ agentId }).toArray()).map((q) => q.day - dayOf(T0)).sort((a, b) => a - b);

@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ConflictError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
 /**
@@ -14,14 +14,7 @@ import { expectVerified } from '../support/verify';
 const T0 = Date.UTC(2025, 9, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv();
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv();
 
 describe('summaries of superseded facts', () => {
   it('two values of one attribute written the same day: default recall answers only the newer', async () => {

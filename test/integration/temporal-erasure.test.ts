@@ -6,7 +6,7 @@ import { openEntry } from '../../codec/sealedEntry';
 import { contentKeys } from '../../store/contentKeys';
 import { createKey } from '../../store/keys';
 import { agentMemoryWorkflowId } from '../../workflows/agentMemory';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 
 /**
  * Erased from Temporal history (docs/invariants.md): after `forget`, the agent workflow's
@@ -14,15 +14,7 @@ import { startTestEnv, type TestEnv } from '../support/env';
  * read (its text or its atoms), and the other entries still decode.
  */
 
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv();
-});
-
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv();
 
 const ERASED = 'Dr. Imogen Vasquez-Thorne will be paid "Project Halcyon" fees of $48,213.77 on 2031-04-17.';
 const ATOMS = ['Imogen', 'Vasquez-Thorne', 'Halcyon', '48,213.77', '2031-04-17'];

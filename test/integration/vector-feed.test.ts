@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { buildEntry, memoryPolicy } from '../../core/entry';
 import type { Store, VectorRecord } from '../../store/db';
 import { FeedReader, trimFeed } from '../../store/vectorFeed';
@@ -14,7 +14,7 @@ import {
   type ToEmbed,
 } from '../../store/vectors';
 import { episode } from '../support/memories';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 
 /**
  * The vector feed against the real store: every process's reader applies every write and
@@ -25,13 +25,7 @@ import { startTestEnv, type TestEnv } from '../support/env';
  * the steps storeVectors and dropVectors take in that order) to force each interleaving.
  */
 
-let env: TestEnv;
-beforeAll(async () => {
-  env = await startTestEnv();
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv();
 
 const SPACE = { model: 'test-model', dimensions: 8 };
 /** Long enough that no test that does not wait for it meets it. */

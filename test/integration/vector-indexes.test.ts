@@ -1,7 +1,7 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { VectorIndexes, type SemanticSearch } from '../../store/vectorIndexes';
 import { dropVectors, encodeVector, FEED_PAGE, feedKey } from '../../store/vectors';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv, type TestEnv } from '../support/env';
 
 /**
  * The per-agent nearest-neighbour indexes a recall process keeps, against the real store:
@@ -9,13 +9,7 @@ import { startTestEnv, type TestEnv } from '../support/env';
  * up after a burst reads the burst once, not on every recall while it settles.
  */
 
-let env: TestEnv;
-beforeAll(async () => {
-  env = await startTestEnv();
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv();
 
 const MODEL = 'test-model';
 /** As a process would fence: after a few store timeouts, longer than any test here waits. */

@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import type { VerifyReport } from '../../store/verify';
 import { runMemgate } from '../support/cli';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 
 /**
  * `memgate verify` passes on a store the lifecycle left (spills, evictions with stand-ins,
@@ -13,14 +13,7 @@ import { startTestEnv, type TestEnv } from '../support/env';
 const T0 = Date.UTC(2025, 7, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
-let env: TestEnv;
-
-beforeAll(async () => {
-  env = await startTestEnv({ MEMGATE_HOT_CAPACITY: '6', MEMGATE_LOW_WATERMARK: '0.5' });
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv({ MEMGATE_HOT_CAPACITY: '6', MEMGATE_LOW_WATERMARK: '0.5' });
 
 /** An agent whose lifecycle ran: a summary, spills to cold, evictions behind it, one erasure. */
 async function livedIn(name: string): Promise<{ agentId: string; ids: string[] }> {

@@ -1,17 +1,11 @@
 import type { WorkflowHandle } from '@temporalio/client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { InvalidInputError } from '../../core/errors';
 import { untilEmbedded } from '../support/embedded';
-import { startTestEnv, type TestEnv } from '../support/env';
+import { useTestEnv } from '../support/env';
 
-let env: TestEnv;
-beforeAll(async () => {
-  env = await startTestEnv();
-});
-afterAll(async () => {
-  await env?.close();
-});
+const env = useTestEnv();
 
 describe('durable soft writes and gated recall', () => {
   it('round-trips a write through the agent workflow into recall', async () => {

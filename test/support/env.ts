@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import { rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { inject } from 'vitest';
+import { afterAll, beforeAll, inject } from 'vitest';
 import { terminateOpenWorkflows } from '../../client/admin';
 import { MemgateClient, type ClientEndpoints } from '../../client/client';
 import { parseConfig, type Config } from '../../core/config';
@@ -91,4 +91,25 @@ export async function startTestEnv(
     },
   };
   return env;
+}
+
+/**
+ * The environment of one test file: started before its first test and closed after its last,
+ * as most files want it. What it returns reads through to the started environment, so a test
+ * writes `env.client` as it would with its own `beforeAll`; read before the start, it throws.
+ */
+export function useTestEnv(...args: Parameters<typeof startTestEnv>): TestEnv {
+  let env: TestEnv | undefined;
+  beforeAll(async () => {
+    env = await startTestEnv(...args);
+  });
+  afterAll(async () => {
+    await env?.close();
+  });
+  return new Proxy({} as TestEnv, {
+    get(_, property) {
+      if (!env) throw new Error('the test environment is read before beforeAll started it');
+      return Reflect.get(env, property, env) as unknown;
+    },
+  });
 }
