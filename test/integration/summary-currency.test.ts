@@ -1,11 +1,10 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { assessSummary, buildSummaryEntry } from '../../core/nightly/clusters';
 import { memoryPolicy, type Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { extractiveSummary } from '../../llm/summariser';
 import { indexedEntry } from '../../store/entries';
+import { listedSources, startChatModel, type ChatModel } from '../support/chatModel';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { failOnce, interleaveOnce } from '../support/faults';
 import { expectVerified } from '../support/verify';
@@ -24,50 +23,18 @@ import { expectVerified } from '../support/verify';
 const T0 = Date.UTC(2025, 10, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
-let server: Server;
+let model: ChatModel;
 let env: TestEnv;
 let rewrite: (summary: string) => string = (summary) => summary;
 
 beforeAll(async () => {
-  server = createServer((req, res) => {
-    let raw = '';
-    req.on('data', (chunk) => (raw += chunk));
-    req.on('end', () => {
-      const body = JSON.parse(raw) as { messages: { role: string; content: string }[] };
-      // The summariser lists its sources as `[n] text`, separated by blank lines.
-      const listing = body.messages.at(-1)!.content;
-      const sources = listing.split('\n\n').map((block, i) => ({
-        id: String(i),
-        text: block.replace(/^\[\d+\] /, ''),
-      }));
-      const content = JSON.stringify({ summary: rewrite(extractiveSummary(sources)) });
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          id: 'chatcmpl-summary',
-          object: 'chat.completion',
-          created: 1_700_000_000,
-          model: 'summary-model',
-          choices: [
-            { index: 0, message: { role: 'assistant', content }, finish_reason: 'stop', logprobs: null },
-          ],
-          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-        }),
-      );
-    });
-  });
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  const { port } = server.address() as AddressInfo;
-  env = await startTestEnv({
-    OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`,
-    OPENAI_API_KEY: 'test-key',
-  });
+  model = await startChatModel(({ lastMessage }) => rewrite(extractiveSummary(listedSources(lastMessage))));
+  env = await startTestEnv({ OPENAI_BASE_URL: model.url, OPENAI_API_KEY: 'test-key' });
 }, 300_000);
 
 afterAll(async () => {
   await env?.close();
-  server?.closeAllConnections();
-  await new Promise((done) => server?.close(done));
+  await model?.close();
 });
 
 async function stored(id: string): Promise<Entry> {

@@ -1,9 +1,8 @@
-import { createServer, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ModelError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { forgetWorkflowId } from '../../workflows/forget';
+import { startChatModel, type ChatModel } from '../support/chatModel';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -15,53 +14,23 @@ import { startTestEnv, type TestEnv } from '../support/env';
 const T0 = Date.UTC(2025, 10, 1);
 const dayAt = (day: number, hour: number) => T0 + day * DAY_MS + hour * HOUR_MS;
 
-let server: Server;
+let model: ChatModel;
 let refuse = false;
 const requests: string[] = [];
 let env: TestEnv;
 
 beforeAll(async () => {
-  server = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      requests.push(body);
-      if (refuse) {
-        res.writeHead(400, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            error: { message: 'this request is not allowed', type: 'invalid_request_error' },
-          }),
-        );
-        return;
-      }
-      // The sources' own first line as the summary: lossless, so the night links the sources.
-      const first = /\[1\] ([^\n]*)/.exec(
-        (JSON.parse(body) as { messages: { content: string }[] }).messages.at(-1)!.content,
-      )!;
-      const content = JSON.stringify({ summary: first[1] });
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          id: 'chatcmpl-test',
-          object: 'chat.completion',
-          created: 1_700_000_000,
-          model: 'test-model',
-          choices: [
-            { index: 0, message: { role: 'assistant', content }, finish_reason: 'stop', logprobs: null },
-          ],
-          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
-        }),
-      );
-    });
+  model = await startChatModel(({ body, lastMessage }) => {
+    requests.push(body);
+    if (refuse) return { refuse: 'this request is not allowed' };
+    // The sources' own first line as the summary: lossless, so the night links the sources.
+    return /\[1\] ([^\n]*)/.exec(lastMessage)![1]!;
   });
-  await new Promise<void>((done) => server.listen(0, '127.0.0.1', done));
-  const { port } = server.address() as AddressInfo;
-  env = await startTestEnv({ OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1`, OPENAI_API_KEY: 'test-key' });
+  env = await startTestEnv({ OPENAI_BASE_URL: model.url, OPENAI_API_KEY: 'test-key' });
 });
 afterAll(async () => {
   await env?.close();
-  await new Promise((done) => server?.close(done));
+  await model?.close();
 });
 
 describe('typed failures', () => {
