@@ -26,7 +26,6 @@ import { openStore, storeFailure, type QuotaKind, type Store } from '../store/db
 import { adoptPolicy } from '../store/policy';
 import { policyOf, writeLimitsOf, type Policy } from '../core/policy';
 import { assertAsOfKept, recall, type RecallResult, type SemanticQuery } from '../store/recall';
-import { onBehalfOf } from '../store/tenant';
 import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
 import { createEmbedder, type EmbeddingsEndpoint } from '../llm';
 import type { Embedder } from '../llm/embedder';
@@ -240,15 +239,12 @@ export class MemgateClient {
   async recall(request: RecallRequestInput): Promise<RecallResult> {
     const now = Date.now();
     const checked = parseRecallRequest(request, now);
-    // The agent's store commands take turns with other agents' (store/tenant.ts).
-    return typed(() =>
-      onBehalfOf(`agent:${checked.agentId}`, async () => {
-        await assertAsOfKept(this.store, checked, this.policy.queryLogRetentionDays, now);
-        // Not awaited here: recall reads the words while the query embeds.
-        const semantic = this.semanticQuery(checked);
-        return recall(this.store, checked, this.memory, semantic);
-      }),
-    );
+    return typed(async () => {
+      await assertAsOfKept(this.store, checked, this.policy.queryLogRetentionDays, now);
+      // Not awaited here: recall reads the words while the query embeds.
+      const semantic = this.semanticQuery(checked);
+      return recall(this.store, checked, this.memory, semantic);
+    });
   }
 
   /**

@@ -76,22 +76,16 @@ export class AdmissionTimeout extends Error {
 
 interface Waiter {
   units: number;
-  tenant: string;
   grant: () => void;
 }
 
 /**
- * A counting semaphore of `capacity` units, shared fairly between tenants: each tenant's
- * requests are served first come first served, and the tenants take turns, one grant each,
- * in the order they began to wait. So a tenant with a hundred commands queued delays
- * another's next command by at most one command of its own, not a hundred (docs/serving.md,
- * Tenant against tenant). A request that needs many units is not overtaken for ever: while the
- * tenant whose turn it is cannot be served, no one is.
+ * A counting semaphore of `capacity` units, granted first come first served: a command that
+ * needs many units is not overtaken for ever by commands that need one.
  */
 export class Admission {
   private free: number;
-  /** Waiting requests by tenant; the map's order is the order of turns. */
-  private readonly queues = new Map<string, Waiter[]>();
+  private readonly queue: Waiter[] = [];
 
   constructor(readonly capacity: number) {
     this.free = capacity;
@@ -102,11 +96,8 @@ export class Admission {
     return this.capacity - this.free;
   }
 
-  /**
-   * Resolves with a release function once `units` are free and it is `tenant`'s turn, or
-   * rejects at `deadline` (epoch ms).
-   */
-  acquire(units: number, deadline: number, tenant = ''): Promise<() => void> {
+  /** Resolves with a release function once `units` are free, or rejects at `deadline` (epoch ms). */
+  acquire(units: number, deadline: number): Promise<() => void> {
     if (!Number.isInteger(units) || units < 1 || units > this.capacity) {
       return Promise.reject(new RangeError(`cannot admit ${units} of ${this.capacity} units`));
     }
@@ -118,14 +109,13 @@ export class Admission {
       this.free += units;
       this.drain();
     };
-    if (this.queues.size === 0 && this.free >= units) {
+    if (this.queue.length === 0 && this.free >= units) {
       this.free -= units;
       return Promise.resolve(release);
     }
     return new Promise((resolve, reject) => {
       const waiter: Waiter = {
         units,
-        tenant,
         grant: () => {
           clearTimeout(timer);
           resolve(release);
@@ -133,34 +123,22 @@ export class Admission {
       };
       const timer = setTimeout(
         () => {
-          const queue = this.queues.get(tenant);
-          const at = queue?.indexOf(waiter) ?? -1;
+          const at = this.queue.indexOf(waiter);
           if (at < 0) return;
-          queue!.splice(at, 1);
-          if (queue!.length === 0) this.queues.delete(tenant);
+          this.queue.splice(at, 1);
           // The head may have been the one that held the others back.
           this.drain();
           reject(new AdmissionTimeout(Date.now() - started, units));
         },
         Math.max(0, deadline - Date.now()),
       );
-      const queue = this.queues.get(tenant);
-      if (queue) queue.push(waiter);
-      else this.queues.set(tenant, [waiter]);
+      this.queue.push(waiter);
     });
   }
 
   private drain(): void {
-    for (;;) {
-      const turn = this.queues.entries().next();
-      if (turn.done) return;
-      const [tenant, queue] = turn.value;
-      const next = queue[0]!;
-      if (this.free < next.units) return;
-      queue.shift();
-      // The tenant served goes to the back of the turns, if it still waits.
-      this.queues.delete(tenant);
-      if (queue.length > 0) this.queues.set(tenant, queue);
+    while (this.queue.length > 0 && this.free >= this.queue[0]!.units) {
+      const next = this.queue.shift()!;
       this.free -= next.units;
       next.grant();
     }

@@ -18,7 +18,6 @@ import {
 import { Admission, AdmissionTimeout, connectionBudget, type ConnectionBudget } from '../core/admission';
 import type { Config } from '../core/config';
 import { StackUnavailableError } from '../core/errors';
-import { currentTenant } from './tenant';
 
 export interface StoreLimits {
   /** The longest any one store call (or one batch of a cursor) may take, admission included. */
@@ -211,7 +210,7 @@ class Guard {
     deadline: number,
   ): Promise<() => void> {
     try {
-      return await pool.acquire(units, deadline, currentTenant());
+      return await pool.acquire(units, deadline);
     } catch (err) {
       if (err instanceof AdmissionTimeout) {
         throw timedOut(

@@ -10,7 +10,6 @@ import { policyDrift, policyOf } from '../core/policy';
 import { adoptPolicy } from '../store/policy';
 import { ensureIndexes, openStore, type Store } from '../store/db';
 import { onStoreTimeout, storeLimitsOf } from '../store/guard';
-import { activityTenancy } from './tenancy';
 import type { EmbeddingsEndpoint } from '../llm';
 import { vectorIndexLimitsOf, VectorIndexes } from '../store/vectorIndexes';
 
@@ -163,11 +162,7 @@ async function startWorker(
     taskQueue: what.taskQueue,
     ...what.workflows,
     activities,
-    // Tenancy first, so that the caller's interceptors run on the activity's behalf too.
-    interceptors: {
-      ...what.interceptors,
-      activity: [activityTenancy, ...(what.interceptors?.activity ?? [])],
-    },
+    ...(what.interceptors && { interceptors: what.interceptors }),
     ...(config.workerBuildId && {
       workerDeploymentOptions: workerDeploymentOf(config, config.workerBuildId),
     }),

@@ -104,56 +104,6 @@ describe('Admission', () => {
     expect(order).toEqual(['large', 'small']);
   });
 
-  it('lets tenants take turns: one grant each, in the order they began to wait, each its own first come first served', async () => {
-    await fc.assert(
-      fc.asyncProperty(
-        fc.array(fc.constantFrom('a', 'b', 'c', 'd'), { minLength: 1, maxLength: 30 }),
-        async (arrivals) => {
-          const admission = new Admission(1);
-          const held = await admission.acquire(1, Date.now() + 60_000);
-          const order: string[] = [];
-          const seen = new Map<string, number>();
-          const requests = arrivals.map((tenant) => {
-            const nth = seen.get(tenant) ?? 0;
-            seen.set(tenant, nth + 1);
-            const name = `${tenant}${nth}`;
-            return admission.acquire(1, Date.now() + 60_000, tenant).then((release) => {
-              order.push(name);
-              release();
-            });
-          });
-          held();
-          await Promise.all(requests);
-          // Round r serves every tenant's r-th request, tenants in the order of their first arrival.
-          const firstArrival = [...seen.keys()];
-          const expected = [...seen.entries()]
-            .flatMap(([tenant, n]) => Array.from({ length: n }, (_, r) => ({ tenant, r })))
-            .sort((x, y) => x.r - y.r || firstArrival.indexOf(x.tenant) - firstArrival.indexOf(y.tenant))
-            .map(({ tenant, r }) => `${tenant}${r}`);
-          expect(order).toEqual(expected);
-        },
-      ),
-    );
-  });
-
-  it('serves a calm tenant next, however many commands a flooding one has queued', async () => {
-    const admission = new Admission(2);
-    const held = [
-      await admission.acquire(1, Date.now() + 1_000),
-      await admission.acquire(1, Date.now() + 1_000),
-    ];
-    const order: string[] = [];
-    const flood = Array.from({ length: 50 }, (_, i) =>
-      admission.acquire(1, Date.now() + 1_000, 'flood').then((r) => (order.push(`flood${i}`), r)),
-    );
-    const calm = admission.acquire(1, Date.now() + 1_000, 'calm').then((r) => (order.push('calm'), r));
-    held[0]!();
-    held[1]!();
-    (await calm)();
-    for (const f of flood) (await f)();
-    expect(order.indexOf('calm')).toBe(1);
-  });
-
   it('rejects at the deadline with AdmissionTimeout, and lets through those it held back', async () => {
     const admission = new Admission(2);
     const held = await admission.acquire(1, Date.now() + 1_000);
