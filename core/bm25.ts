@@ -1,4 +1,4 @@
-import { termSequence } from './text';
+import { countTerms } from './text';
 
 /**
  * BM25, written once: recall's lexical score (core/recall.ts), the audit's frozen ranker
@@ -16,10 +16,26 @@ export interface TermCounts {
 
 /** The counts of a text's terms; of those in `only` alone when given (the others never score). */
 export function termCounts(text: string, only?: ReadonlySet<string>): TermCounts {
-  const seq = termSequence(text);
+  const { terms, termCounts: counts } = countTerms(text);
+  return storedTermCounts(terms, counts, only);
+}
+
+/**
+ * The same from terms and their counts as an entry stores them (core/entry.ts `termCounts`):
+ * its length is every term's count, its frequencies those of `only`'s terms when given.
+ */
+export function storedTermCounts(
+  terms: readonly string[],
+  counts: readonly number[],
+  only?: ReadonlySet<string>,
+): TermCounts {
   const tf = new Map<string, number>();
-  for (const t of seq) if (!only || only.has(t)) tf.set(t, (tf.get(t) ?? 0) + 1);
-  return { tf, length: seq.length };
+  let length = 0;
+  terms.forEach((t, i) => {
+    length += counts[i]!;
+    if (!only || only.has(t)) tf.set(t, counts[i]!);
+  });
+  return { tf, length };
 }
 
 /**

@@ -4,7 +4,7 @@ import { agentIdSchema, epochMs, isExpired, zodIssues, type Entry, type Tier } f
 import { InvalidInputError } from './errors';
 import { DAY_MS, dayOf, salienceAt, type Salience } from './salience';
 import { terms } from './text';
-import { bm25, termCounts, type TermCounts } from './bm25';
+import { bm25, storedTermCounts, termCounts, type TermCounts } from './bm25';
 import { fuseScores, type Background, type FoundBy } from './hybrid';
 
 export const recallRequestSchema = z.strictObject({
@@ -253,22 +253,13 @@ function countsStored(entry: Entry): entry is Entry & { termCounts: number[] } {
   return entry.termCounts !== undefined && entry.termCounts.length === entry.terms.length;
 }
 
-/** An entry's stored counts of the query's terms, and its length (every term's count). */
-function storedCounts(entry: Entry & { termCounts: number[] }, queryTerms: ReadonlySet<string>): TermCounts {
-  const tf = new Map<string, number>();
-  let length = 0;
-  entry.terms.forEach((t, i) => {
-    length += entry.termCounts[i]!;
-    if (queryTerms.has(t)) tf.set(t, entry.termCounts[i]!);
-  });
-  return { tf, length };
-}
-
 /** Only the query's terms are counted: the others never score. */
 function termFrequencies(candidates: readonly Candidate[], queryTerms: ReadonlySet<string>): Doc[] {
   return candidates.map((c) => ({
     c,
-    ...(countsStored(c.entry) ? storedCounts(c.entry, queryTerms) : termCounts(c.entry.text, queryTerms)),
+    ...(countsStored(c.entry)
+      ? storedTermCounts(c.entry.terms, c.entry.termCounts, queryTerms)
+      : termCounts(c.entry.text, queryTerms)),
   }));
 }
 
