@@ -176,7 +176,20 @@ function layerRules(name, layer, folder, depth) {
   const paths = layer.mongodb
     ? []
     : [{ name: 'mongodb', message: 'Only store/ imports the MongoDB driver.' }];
-  return { '@typescript-eslint/no-restricted-imports': ['error', { paths, patterns }] };
+  // `import()` is an edge too, which no-restricted-imports does not see: the same specifiers,
+  // type-only layers included (a dynamic import loads the module), refused by selector.
+  const dynamic = [
+    ...patterns.map(({ regex, message }) => ({ regex, message })),
+    ...paths.map(({ name, message }) => ({ regex: `^${escape(name)}$`, message })),
+  ].map(({ regex, message }) => ({
+    // esquery's regex literal cannot hold a slash: the same character, escaped.
+    selector: `ImportExpression[source.value=/${regex.replaceAll('/', '\\x2F')}/]`,
+    message: `import(): ${message}`,
+  }));
+  return {
+    '@typescript-eslint/no-restricted-imports': ['error', { paths, patterns }],
+    'no-restricted-syntax': ['error', ...dynamic],
+  };
 }
 
 /**

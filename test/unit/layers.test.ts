@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ESLint } from 'eslint';
 import { describe, expect, it } from 'vitest';
@@ -23,8 +23,16 @@ const eslint = new ESLint({
 async function restricted(filePath: string, code: string): Promise<string[]> {
   const [result] = await eslint.lintText(`${code}\nexport const used = [x];\n`, { filePath });
   return result!.messages
-    .filter((m) => m.ruleId === '@typescript-eslint/no-restricted-imports')
+    .filter(
+      (m) => m.ruleId === '@typescript-eslint/no-restricted-imports' || m.ruleId === 'no-restricted-syntax',
+    )
     .map((m) => m.message);
+}
+
+/** The same edge as a static import case, taken by `import()`: `const x = import('../store/db');`. */
+function dynamicImport(code: string): string {
+  const specifier = /from '([^']+)';$/.exec(code)![1]!;
+  return `const x = import('${specifier}');`;
 }
 
 /** For each top-level folder, an import of a layer above its own: each must fail. */
@@ -93,6 +101,18 @@ describe('the layer rules', () => {
   it.each(UPWARD)('refuses the upward import %s: %s', async (file, code) => {
     expect(await restricted(file, code)).not.toEqual([]);
   });
+  it.each(UPWARD.map(([file, code]) => [file, dynamicImport(code)]))(
+    'refuses the upward import() %s: %s',
+    async (file, code) => {
+      expect(await restricted(file, code)).not.toEqual([]);
+    },
+  );
+  it.each([
+    ['cli/commands/layer-case.ts', "const x = import('../../worker/worker');"],
+    ['core/layer-case.ts', "const x = import('zod');"],
+  ])('allows the import() %s: %s', async (file, code) => {
+    expect(await restricted(file, code)).toEqual([]);
+  });
 
   it('has an upward case for every top-level folder of TypeScript', () => {
     const folders = new Set(
@@ -102,6 +122,15 @@ describe('the layer rules', () => {
         .map((f) => f.split('/')[0]),
     );
     expect(new Set(UPWARD.map(([file]) => file.split('/')[0]))).toEqual(folders);
+  });
+
+  it('type-checks every top-level folder of TypeScript by name, not only through imports', () => {
+    const folders = execFileSync('git', ['ls-files', '*/*.ts'], { cwd: root, encoding: 'utf8' })
+      .split('\n')
+      .filter(Boolean)
+      .map((f) => f.split('/')[0]!);
+    const tsconfig = JSON.parse(readFileSync(join(root, 'tsconfig.json'), 'utf8')) as { include: string[] };
+    expect([...new Set(folders)].filter((f) => !tsconfig.include.includes(f))).toEqual([]);
   });
 
   it('gives every TypeScript file a layer rule (none is deeper than the rule reaches)', async () => {
