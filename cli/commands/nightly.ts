@@ -1,6 +1,6 @@
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { PASS_PHASES } from '../../core/nightly/registry';
+import { NIGHT_PHASES } from '../../core/nightly/registry';
 import { NightlySchedule } from '../../client/schedule';
 import { config, printJson, withClient } from './context';
 import { isoDateTime, parseOptions } from './options';
@@ -16,9 +16,13 @@ export const backfillOptions = z.object({ from: isoDateTime, to: isoDateTime });
 export function registerNightlyCommands(program: Command): void {
   program
     .command('consolidate')
-    .description(`run one agent's nightly consolidation now (${PASS_PHASES.join(', ')})`)
+    .description(`run one agent's nightly consolidation now (${NIGHT_PHASES.map((p) => p.name).join(', ')})`)
     .requiredOption('-a, --agent <agentId>', 'agent id')
     .option('--as-of <iso>', 'decide as of this instant (default: now)')
+    .addHelpText(
+      'after',
+      `\nIts phases, in the order they run:\n${NIGHT_PHASES.map((p) => `  ${p.name.padEnd(12)}${p.does}`).join('\n')}`,
+    )
     .action(async (raw: Record<string, unknown>, command: Command) => {
       const input = parseOptions(consolidateOptions, raw, command);
       printJson(await withClient((c) => c.consolidate(input)));

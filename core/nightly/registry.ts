@@ -7,21 +7,58 @@
  * here, its code and its test (CONTRIBUTING.md, Add a nightly phase).
  */
 export const NIGHT_PHASES = [
-  { name: 'expire', counts: ['expired'], decisions: ['expire'] },
-  { name: 'refresh', counts: ['refreshed', 'rehydrated'], decisions: ['refresh', 'rehydrate'] },
+  {
+    name: 'expire',
+    does: 'volatile facts past their freshness window leave default recall; nothing is deleted',
+    counts: ['expired'],
+    decisions: ['expire'],
+  },
+  {
+    name: 'refresh',
+    does: 'the queries logged since the last night raise the salience of the gated entries they matched, and bring back to hot the cold entries recall used',
+    counts: ['refreshed', 'rehydrated'],
+    decisions: ['refresh', 'rehydrate'],
+  },
   // Before consolidation: a fact superseded tonight is no longer clusterable, so no summary
   // merges it with the fact that supersedes it and keeps the old value in default recall.
-  { name: 'supersede', counts: ['superseded'], decisions: ['supersede'] },
-  { name: 'consolidate', counts: ['summarised', 'lossySummaries'], decisions: ['summarise'] },
-  { name: 'reclaim', counts: ['spilled', 'evicted'], decisions: ['spill', 'evict'] },
+  {
+    name: 'supersede',
+    does: 'a newer fact about the same subject and attribute marks the older one inactive (restorable)',
+    counts: ['superseded'],
+    decisions: ['supersede'],
+  },
+  {
+    name: 'consolidate',
+    does: "near-duplicate entries become summaries, flagged lossy_summary unless they keep every source's facts; sources stay",
+    counts: ['summarised', 'lossySummaries'],
+    decisions: ['summarise'],
+  },
+  {
+    name: 'reclaim',
+    does: 'above the high watermark, entries ranked by a storage signal spill to cold, and only dead ones a summary stands in for are deleted, after their tombstone',
+    counts: ['spilled', 'evicted'],
+    decisions: ['spill', 'evict'],
+  },
   // Last: tonight's summaries are written, and what reclaim deleted needs no vector. Its count
   // is the entries (summaries among them) given their vector by the night.
-  { name: 'embed', counts: ['embedded'], decisions: [], external: { attempts: 4 } },
+  {
+    name: 'embed',
+    does: 'entries the write path left unembedded, and the summaries written tonight, get their vectors',
+    counts: ['embedded'],
+    decisions: [],
+    external: { attempts: 4 },
+  },
 ] as const satisfies readonly NightPhase[];
 
 export interface NightPhase {
   /** Its activity is `<name>Phase`. */
   name: string;
+  /**
+   * What it does, in one sentence for users: `memgate consolidate --help` lists the phases
+   * with it, so a new phase is documented where it is declared (docs/nightly.md goes deeper
+   * where a sentence is not enough).
+   */
+  does: string;
   /** Its fields of the run's counts, each also a metric (`nightlyMetric`). */
   counts: readonly string[];
   /** The ledger events it writes, one per decision: what the simulation compares with the stack. */
