@@ -91,10 +91,28 @@ export interface RecallHit {
   similarity?: number;
 }
 
-export interface Candidate {
-  entry: Entry;
+export interface Candidate<E extends HitView = Entry> {
+  entry: E;
   tier: Tier;
 }
+
+/**
+ * The fields of an entry that a hit and the tier filter read: a neighbour found by meaning is
+ * read with these alone, not the derived arrays (terms, their counts and keys, atoms) that only
+ * lexical scoring and the night need, which are most of a stored entry's bytes.
+ */
+export type HitView = Omit<Entry, (typeof NOT_IN_HIT_VIEW)[number]>;
+
+/** What a read of a hit's view leaves out (store/tiers.ts, findHitView). */
+export const NOT_IN_HIT_VIEW = [
+  'terms',
+  'termCounts',
+  'termKeys',
+  'liveKeys',
+  'atoms',
+  'pending',
+  'dormantKey',
+] as const;
 
 /**
  * Default recall's tier filter (the gate; docs/recall.md, Default and deep recall): an active,
@@ -351,10 +369,10 @@ export function rankScored(
  */
 export function rankHybrid(
   lexical: readonly Scored[] & { ceiling: number },
-  semantic: readonly { candidate: Candidate; similarity: number }[],
+  semantic: readonly { candidate: Candidate<HitView>; similarity: number }[],
   opts: { now: number; halfLifeMs: number; k: number; background: Background },
 ): RecallHit[] {
-  const byId = new Map<string, Candidate>();
+  const byId = new Map<string, Candidate<HitView>>();
   for (const s of lexical) byId.set(s.candidate.entry._id, s.candidate);
   const similarity = new Map<string, number>();
   for (const s of semantic) {
@@ -383,6 +401,26 @@ export function rankHybrid(
 }
 
 /**
+ * The top k hybrid recall returns if every neighbour still unread scores its bound (it is
+ * stored, passes the filter, and the state kept beside its vector is its own): the ids recall
+ * logs while it reads them (store/recall.ts), set right after in the rare case they differ.
+ */
+export function expectedTopK(
+  hits: readonly Pick<RecallHit, 'id' | 'score' | 'foundBy'>[],
+  unread: readonly { id: string; bound: number }[],
+  k: number,
+): Pick<RecallHit, 'id' | 'foundBy'>[] {
+  return [
+    ...hits.map(({ id, score, foundBy }) => ({ id, score, foundBy })),
+    ...unread.map(({ id, bound }) => ({ id, score: bound, foundBy: 'semantic' as const })),
+  ]
+    .filter((h) => h.score > 0)
+    .sort((a, b) => b.score - a.score)
+    .slice(0, k)
+    .map(({ id, foundBy }) => ({ id, foundBy }));
+}
+
+/**
  * Whether an entry that would score at most `bound` could still be among the top k of
  * `hits` (ranked best first): the stopping rule of hybrid recall's neighbour reads, after
  * Fagin's threshold algorithm. A tie could enter (ties go to the newer write).
@@ -393,7 +431,7 @@ export function couldEnterTopK(hits: readonly RecallHit[], k: number, bound: num
 
 /** A hit for one candidate: its relevance (BM25, or the fused one) weighted by its salience now. */
 export function recallHit(
-  c: Candidate,
+  c: Candidate<HitView>,
   now: number,
   halfLifeMs: number,
   relevance: number,

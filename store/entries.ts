@@ -213,3 +213,24 @@ export async function logQuery(store: Store, record: Omit<QueryLogRecord, 'day'>
     await store.queries.deleteOne({ _id: record._id, agentId: record.agentId });
   }
 }
+
+/**
+ * A logged recall's hits set again (hybrid recall logs the hits it expects while it reads
+ * them, and sets the ones it found when they differ). The ids new to the record are looked
+ * for among erasures after it is set, as `logQuery` looks for all of them: an erasure that
+ * cleaned the log before the record held its id left the record to this look.
+ */
+export async function relogHits(
+  store: Store,
+  record: Pick<QueryLogRecord, '_id' | 'agentId'>,
+  hits: Pick<QueryLogRecord, 'hitIds' | 'meaningIds'>,
+  newIds: readonly string[],
+): Promise<void> {
+  await store.queries.updateOne(
+    { _id: record._id, agentId: record.agentId },
+    { $set: { hitIds: hits.hitIds, meaningIds: hits.meaningIds ?? [] } },
+  );
+  if ((await erasedAmong(store, record.agentId, newIds)).size > 0) {
+    await store.queries.deleteOne({ _id: record._id, agentId: record.agentId });
+  }
+}

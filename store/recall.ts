@@ -4,6 +4,7 @@ import { backgroundOf, foundByMeaning, semanticDepth, semanticShare, type Backgr
 import {
   assertKeptByQueryLog,
   couldEnterTopK,
+  expectedTopK,
   inDefaultRecall,
   oldestKeptAsOf,
   POSTINGS_BUDGET,
@@ -13,15 +14,16 @@ import {
   rankScored,
   scoreLexicalInTurns,
   type Candidate,
+  type HitView,
   type RecallHit,
   type RecallRequest,
   type Scored,
   withinRankedBudget,
 } from '../core/recall';
-import type { Store, Tombstone } from './db';
-import { findCandidates, logQuery } from './entries';
+import type { QueryLogRecord, Store, Tombstone } from './db';
+import { findCandidates, logQuery, relogHits } from './entries';
 import { termKey } from './terms';
-import { findById, locateEntry } from './tiers';
+import { findHitView, locateEntry, locateHitView } from './tiers';
 import { previousRunAsOf } from './runs';
 import type { Neighbour, SemanticSearch, VectorIndexes } from './vectorIndexes';
 import { DAY_MS, salienceAt } from '../core/salience';
@@ -192,7 +194,7 @@ interface SemanticArm {
   background: Background;
   neighbours: Neighbour[];
   unread: Unread[];
-  read(id: string): Promise<Candidate | undefined>;
+  read(n: Neighbour): Promise<Candidate<HitView> | undefined>;
 }
 
 function semanticArm(
@@ -216,13 +218,13 @@ function semanticArm(
         semanticShare(n.similarity, background) * (n.salience ? salienceAt(n.salience, now, halfLifeMs) : 1),
     }))
     .sort((a, b) => b.bound - a.bound);
-  const reads = new Map<string, Promise<Candidate | undefined>>();
-  const read = (id: string) => {
+  const reads = new Map<string, Promise<Candidate<HitView> | undefined>>();
+  const read = ({ id, tier }: Neighbour) => {
     let found = reads.get(id);
     if (!found) {
       found = req.deep
-        ? locateEntry(store, req.agentId, id)
-        : findById(store.hot, req.agentId, id).then((entry) =>
+        ? locateHitView(store, req.agentId, id, tier)
+        : findHitView(store, 'hot', req.agentId, id).then((entry) =>
             entry && inDefaultRecall(entry, now) ? { entry, tier: 'hot' as const } : undefined,
           );
       // A read recall never waits for (the lexical arm held the entry) must not go unhandled.
@@ -231,7 +233,7 @@ function semanticArm(
     }
     return found;
   };
-  if (prefetch) for (const n of unread.slice(0, Math.min(req.k, NEIGHBOUR_READS))) void read(n.id);
+  if (prefetch) for (const n of unread.slice(0, Math.min(req.k, NEIGHBOUR_READS))) void read(n);
   return { query: semantic, search, background, neighbours, unread, read };
 }
 
@@ -249,9 +251,9 @@ async function semanticRanking(
   now: number,
   lexical: readonly Scored[] & { ceiling: number },
   opts: { k: number; depth: number; background: Background; halfLifeMs: number },
-): Promise<{ candidate: Candidate; similarity: number }[]> {
+): Promise<{ candidate: Candidate<HitView>; similarity: number }[]> {
   const known = new Map(lexical.map((s) => [s.candidate.entry._id, s.candidate]));
-  const ranked: { candidate: Candidate; similarity: number }[] = [];
+  const ranked: { candidate: Candidate<HitView>; similarity: number }[] = [];
   for (const n of arm.neighbours) {
     const c = known.get(n.id);
     if (c && ranked.length < opts.depth) ranked.push({ candidate: c, similarity: n.similarity });
@@ -266,7 +268,7 @@ async function semanticRanking(
     while (i < unread.length && round.length < wanted && couldEnterTopK(hits, opts.k, unread[i]!.bound))
       round.push(unread[i++]!);
     if (round.length === 0) break;
-    const found = await Promise.all(round.map(({ id }) => arm.read(id)));
+    const found = await Promise.all(round.map((n) => arm.read(n)));
     round.forEach((n, j) => {
       const candidate = found[j];
       if (candidate && ranked.length < opts.depth) ranked.push({ candidate, similarity: n.similarity });
@@ -280,6 +282,58 @@ function cosine(a: Float32Array, b: Float32Array): number {
   let s = 0;
   for (let i = 0; i < a.length; i++) s += a[i]! * b[i]!;
   return s;
+}
+
+/** What the query log keeps of a recall's hits: their ids, and those found by meaning. */
+function loggedHits(
+  hits: readonly Pick<RecallHit, 'id' | 'foundBy'>[],
+): Pick<QueryLogRecord, 'hitIds' | 'meaningIds'> {
+  return {
+    hitIds: hits.map((h) => h.id),
+    meaningIds: hits.filter((h) => h.foundBy !== 'lexical').map((h) => h.id),
+  };
+}
+
+function sameHits(
+  a: Pick<QueryLogRecord, 'hitIds' | 'meaningIds'>,
+  b: Pick<QueryLogRecord, 'hitIds' | 'meaningIds'>,
+): boolean {
+  const same = (x: readonly string[] = [], y: readonly string[] = []) =>
+    x.length === y.length && x.every((id, i) => id === y[i]);
+  return same(a.hitIds, b.hitIds) && same(a.meaningIds, b.meaningIds);
+}
+
+/**
+ * The hits recall expects before it reads a neighbour: the lexical candidates fused with the
+ * neighbours they hold, and each unread neighbour at its bound (core/recall.ts, expectedTopK).
+ */
+function expectedHits(
+  arm: SemanticArm,
+  now: number,
+  lexical: readonly Scored[] & { ceiling: number },
+  opts: { k: number; background: Background; halfLifeMs: number },
+): Pick<RecallHit, 'id' | 'foundBy'>[] {
+  const known = new Map(lexical.map((s) => [s.candidate.entry._id, s.candidate]));
+  const held = arm.neighbours.flatMap((n) => {
+    const candidate = known.get(n.id);
+    return candidate ? [{ candidate, similarity: n.similarity }] : [];
+  });
+  return expectedTopK(
+    rankHybrid(lexical, held, { now, ...opts }),
+    arm.unread.filter((n) => !known.has(n.id)),
+    opts.k,
+  );
+}
+
+function missingEvidence(t: Tombstone, queryTerms: readonly string[]): MissingEvidence {
+  const m: MissingEvidence = {
+    tombstoneId: t._id,
+    deletedAt: t.deletedAt,
+    reason: t.reason,
+    matchedTerms: t.terms.filter((x) => queryTerms.includes(x)),
+  };
+  if (t.standIn) m.standIn = t.standIn;
+  return m;
 }
 
 /**
@@ -317,6 +371,7 @@ export async function recall(
 ): Promise<RecallResult> {
   const now = req.asOf ?? Date.now();
   const queryTerms = queryTermsOf(req.query);
+  const logId = randomUUID();
   let lexicalRead = false;
   const [{ ranked: candidates, overBudget }, stones, arm] = await Promise.all([
     findCandidates(store, { agentId: req.agentId, terms: queryTerms, now, deep: req.deep }).then((found) => {
@@ -339,19 +394,46 @@ export async function recall(
       return semanticArm(store, req, now, query, found, policy.halfLifeMs, !lexicalRead);
     }),
   ]);
+  const missing = req.deep ? stones.map((t) => missingEvidence(t, queryTerms)) : undefined;
+  const record = (found: readonly Pick<RecallHit, 'id' | 'foundBy'>[]): Omit<QueryLogRecord, 'day'> => ({
+    _id: logId,
+    agentId: req.agentId,
+    query: req.query,
+    terms: queryTerms,
+    at: now,
+    deep: req.deep,
+    k: req.k,
+    ...loggedHits(found),
+    ...(missing ? { missingIds: missing.map((m) => m.tombstoneId) } : {}),
+  });
   let hits: RecallHit[];
   let retrieval: Retrieval;
   let ranked = candidates.length;
+  /** Hybrid recall's record, written from the hits it expects while it reads the neighbours. */
+  let early:
+    | { expected: Pick<RecallHit, 'id' | 'foundBy'>[]; logged: Promise<{ failed: unknown } | undefined> }
+    | undefined;
   if ('unavailable' in arm) {
     hits = rankScored(await scoreLexicalInTurns(queryTerms, candidates), { now, k: req.k, ...policy });
     retrieval = { mode: 'lexical', reason: arm.unavailable };
   } else {
     const lexical = await scoreLexicalInTurns(queryTerms, candidates);
     const scale = { k: req.k, background: arm.background, halfLifeMs: policy.halfLifeMs };
-    const semanticRanked = await semanticRanking(arm, now, lexical, {
-      ...scale,
-      depth: semanticDepth(req.k),
-    });
+    const expected = expectedHits(arm, now, lexical, scale);
+    // Settled here, awaited below: a failure must not go unhandled while the reads run.
+    const logged = logQuery(store, record(expected)).then(
+      () => undefined,
+      (err: unknown) => ({ failed: err }),
+    );
+    early = { expected, logged };
+    let semanticRanked;
+    try {
+      semanticRanked = await semanticRanking(arm, now, lexical, { ...scale, depth: semanticDepth(req.k) });
+    } catch (err) {
+      // No record of a recall that returned nothing.
+      if ((await logged) === undefined) await store.queries.deleteOne({ _id: logId, agentId: req.agentId });
+      throw err;
+    }
     const known = new Set(candidates.map((c) => c.entry._id));
     ranked += semanticRanked.filter((s) => !known.has(s.candidate.entry._id)).length;
     hits = rankHybrid(lexical, semanticRanked, { now, ...scale });
@@ -367,30 +449,25 @@ export async function recall(
   }
   const result: RecallResult = { hits, retrieval, asOf: now, candidates: ranked };
   if (overBudget > 0) result.candidatesOverBudget = overBudget;
-  if (req.deep) {
+  if (missing) {
     result.successors = await supersessionSuccessors(store, req.agentId, hits, now, policy);
-    result.missing = stones.map((t) => {
-      const m: MissingEvidence = {
-        tombstoneId: t._id,
-        deletedAt: t.deletedAt,
-        reason: t.reason,
-        matchedTerms: t.terms.filter((x) => queryTerms.includes(x)),
-      };
-      if (t.standIn) m.standIn = t.standIn;
-      return m;
-    });
+    result.missing = missing;
   }
-  await logQuery(store, {
-    _id: randomUUID(),
-    agentId: req.agentId,
-    query: req.query,
-    terms: queryTerms,
-    at: now,
-    deep: req.deep,
-    k: req.k,
-    hitIds: hits.map((h) => h.id),
-    meaningIds: hits.filter((h) => h.foundBy !== 'lexical').map((h) => h.id),
-    ...(result.missing ? { missingIds: result.missing.map((m) => m.tombstoneId) } : {}),
-  });
+  if (!early) {
+    await logQuery(store, record(hits));
+  } else {
+    const settled = await early.logged;
+    if (settled) throw settled.failed;
+    const found = loggedHits(hits);
+    if (!sameHits(loggedHits(early.expected), found)) {
+      const expectedIds = new Set(early.expected.map((h) => h.id));
+      await relogHits(
+        store,
+        { _id: logId, agentId: req.agentId },
+        found,
+        found.hitIds.filter((id) => !expectedIds.has(id)),
+      );
+    }
+  }
   return result;
 }

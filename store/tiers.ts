@@ -1,5 +1,6 @@
 import type { Collection, Filter } from 'mongodb';
 import type { Entry, Tier } from '../core/entry';
+import { NOT_IN_HIT_VIEW, type HitView } from '../core/recall';
 import type { Store } from './db';
 
 /**
@@ -31,6 +32,38 @@ export async function locateEntry(
 ): Promise<{ entry: Entry; tier: Tier } | undefined> {
   for (const tier of TIERS) {
     const entry = await findById(tierCollection(store, tier), agentId, id);
+    if (entry) return { entry, tier };
+  }
+  return undefined;
+}
+
+/** A hit's view of an entry (core/recall.ts, HitView) in `tier`: a point read without the derived arrays. */
+export async function findHitView(
+  store: Store,
+  tier: Tier,
+  agentId: string,
+  id: string,
+): Promise<HitView | undefined> {
+  const doc = await tierCollection(store, tier).findOne({ _id: id }, { projection: HIT_VIEW_PROJECTION });
+  return doc?.agentId === agentId ? doc : undefined;
+}
+
+const HIT_VIEW_PROJECTION = Object.fromEntries(NOT_IN_HIT_VIEW.map((field) => [field, 0]));
+
+/**
+ * A hit's view of an entry in either tier, `first` read first: the tier the state beside its
+ * vector named. An entry that moved since is found in the other. Mid-move it is in both, and
+ * a search that saw it cold may return the cold copy of an entry being rehydrated: as it stood
+ * when the search began.
+ */
+export async function locateHitView(
+  store: Store,
+  agentId: string,
+  id: string,
+  first: Tier = 'hot',
+): Promise<{ entry: HitView; tier: Tier } | undefined> {
+  for (const tier of first === 'hot' ? TIERS : [...TIERS].reverse()) {
+    const entry = await findHitView(store, tier, agentId, id);
     if (entry) return { entry, tier };
   }
   return undefined;

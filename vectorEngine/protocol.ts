@@ -1,5 +1,6 @@
 import type { RecallState } from '../core/recall';
 import type { Salience } from '../core/salience';
+import type { Tier } from '../core/entry';
 
 /**
  * The messages between a process and its vector engine thread (vectorEngine/thread.ts). An
@@ -12,6 +13,8 @@ export interface Neighbour {
   similarity: number;
   /** The entry's salience, from the state kept beside its vector; absent where none is. */
   salience?: Salience;
+  /** The entry's tier, from the same state: where a read of it looks first. */
+  tier?: Tier;
 }
 
 /** Where an index is persisted: `<base>.state` names the generation `<base>-<gen>.usearch`. */

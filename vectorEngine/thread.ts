@@ -304,8 +304,11 @@ function search(h: Held, req: Extract<EngineRequest, { op: 'search' }>): Found {
           continue;
         }
         const n: Found['neighbours'][number] = { id: h.ids[label]!, similarity: 1 - found.distances[i]! };
-        if (h.tier[label] !== NO_STATE)
+        const tier = TIER_OF[h.tier[label]!];
+        if (tier !== undefined) {
           n.salience = { base: h.salienceBase[label]!, at: h.salienceAt[label]! };
+          n.tier = tier;
+        }
         neighbours.push(n);
       }
       if (neighbours.length >= k || asked >= total || asked >= MAX_FETCH) break;

@@ -1,9 +1,11 @@
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { seededRandom } from '../../core/seededRandom';
 import { terms } from '../../core/text';
 import type { QueryLogRecord } from '../../store/db';
+import { logQuery, relogHits } from '../../store/entries';
 import { termKey } from '../../store/terms';
 import { useTestEnv } from '../support/env';
 import { interleaveOnce } from '../support/faults';
@@ -184,6 +186,32 @@ describe('forget racing a night and a recall', () => {
     } finally {
       store.queries = queries;
     }
+    expect(await env.store.queries.countDocuments({ agentId, hitIds: secret })).toBe(0);
+    await expectVerified(env, agentId);
+  }, 300_000);
+
+  it('between a hybrid recall logging the hits it expected and setting the ones it found', async () => {
+    const agentId = env.agent('race-relog');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [SECRET, ...OTHERS].map((text) => ({ text, salience: 0.9 })),
+    });
+    const [secret, other] = [entries[0]!.id, entries[1]!.id];
+    // Logged while the neighbours were read, without the entry: the erasure's clean-up of the
+    // query log finds no record of it, and the record then gains it.
+    const record = { _id: randomUUID(), agentId };
+    await logQuery(env.store, {
+      ...record,
+      query: 'vault combination',
+      terms: terms('vault combination'),
+      at: Date.now(),
+      deep: false,
+      k: 10,
+      hitIds: [other],
+      meaningIds: [],
+    });
+    await env.client.forget({ agentId, entryId: secret });
+    await relogHits(env.store, record, { hitIds: [secret, other], meaningIds: [secret] }, [secret]);
     expect(await env.store.queries.countDocuments({ agentId, hitIds: secret })).toBe(0);
     await expectVerified(env, agentId);
   }, 300_000);

@@ -12,8 +12,8 @@ import {
   standing,
   type Background,
 } from '../../core/hybrid';
-import { couldEnterTopK, rankHybrid, scoreLexical, type Candidate } from '../../core/recall';
-import { HOUR_MS } from '../../core/salience';
+import { couldEnterTopK, expectedTopK, rankHybrid, scoreLexical, type Candidate } from '../../core/recall';
+import { HOUR_MS, salienceAt } from '../../core/salience';
 import { terms } from '../../core/text';
 
 const ids = fc.uniqueArray(fc.constantFrom(...'abcdefghijklmnop'.split('')), { maxLength: 12 });
@@ -265,6 +265,43 @@ describe("hybrid recall's stopping rule", () => {
             read.push(n);
           }
           expect(rankHybrid(NO_WORDS, read, opts).map((h) => h.id)).toEqual(full.map((h) => h.id));
+        },
+      ),
+    );
+  });
+
+  it('expects, before a read, the top k the reads give when each neighbour scores its bound (fast-check)', () => {
+    const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
+    const now = 1_000 * HOUR_MS;
+    const neighbour = fc.record({
+      salience: fc.double({ min: 0.01, max: 1, noNaN: true }),
+      age: fc.integer({ min: 0, max: 200 }),
+      similarity: fc.double({ min: BG.center + FOUND_AT_SPREADS * BG.spread, max: 1, noNaN: true }),
+    });
+    fc.assert(
+      fc.property(
+        fc.array(neighbour, { minLength: 1, maxLength: 30 }),
+        fc.integer({ min: 1, max: 10 }),
+        (rows, k) => {
+          const all = rows.map((r, i) => ({
+            candidate: hotEpisode(`e${i}`, `note ${i}`, r.salience, now - r.age * HOUR_MS, policy),
+            similarity: r.similarity,
+          }));
+          const opts = { now, k, background: BG, ...policy };
+          const unread = all.map((n) => ({
+            id: n.candidate.entry._id,
+            bound:
+              semanticShare(n.similarity, BG) *
+              salienceAt(n.candidate.entry.salience, now, policy.halfLifeMs),
+          }));
+          const expected = expectedTopK([], unread, k);
+          const found = rankHybrid(NO_WORDS, all, opts);
+          // The same hits, but for ties at the k-th place: the same scores, each the hit's bound.
+          const bound = new Map(unread.map((u) => [u.id, u.bound]));
+          const scores = (hits: { id: string }[]) => hits.map((h) => bound.get(h.id)!).sort((a, b) => b - a);
+          expect(scores(expected)).toEqual(scores(found));
+          for (const h of found) expect(h.score).toBeCloseTo(bound.get(h.id)!, 12);
+          expect(expected.every((h) => h.foundBy === 'semantic')).toBe(true);
         },
       ),
     );
