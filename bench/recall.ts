@@ -1,7 +1,8 @@
 /**
  * Recall latency for one agent as its store grows: default (gated) recall over N hot entries,
  * and deep recall over the same N hot entries plus N cold ones. Sizes: BENCH_RECALL_SIZES
- * (default "10000,50000,250000"); BENCH_RECALL_QUERIES queries per size and mode (default 50).
+ * (default "10000,50000,250000"); BENCH_RECALL_QUERIES queries per size and mode (default 200: a p99 of 50 would be their
+ * worst but one).
  *
  * The store is loaded as a nightly run leaves it: entries inserted in bulk (this measures
  * reads, not writes) and their terms counted into the document frequencies. Each query names
@@ -53,7 +54,7 @@ import { emit, growthExponent, percentile, round, startBenchEnv } from './suppor
 
 const run = promisify(execFile);
 const SIZES = (process.env.BENCH_RECALL_SIZES ?? '10000,50000,250000').split(',').map(Number);
-const QUERIES = Number(process.env.BENCH_RECALL_QUERIES ?? 50);
+const QUERIES = Number(process.env.BENCH_RECALL_QUERIES ?? 200);
 const BASE_VECTORS = Number(process.env.BENCH_RECALL_BASE_VECTORS ?? 2000);
 const DATA =
   process.env.BENCH_RETRIEVAL_DATA ?? resolve(__dirname, '..', '..', 'shared', 'data', 'longmemeval-s');
