@@ -1,8 +1,8 @@
 /**
  * Recall latency for one agent as its store grows: default (gated) recall over N hot entries,
  * and deep recall over the same N hot entries plus N cold ones. Sizes: BENCH_RECALL_SIZES
- * (default "10000,50000,250000"); BENCH_RECALL_QUERIES queries per size and mode (default 200: a p99 of 50 would be their
- * worst but one).
+ * (default "10000,50000,250000"); BENCH_RECALL_QUERIES queries per size and mode (default
+ * 200: the p99 of 50 would be their worst but one).
  *
  * The store is loaded as a nightly run leaves it: entries inserted in bulk (this measures
  * reads, not writes) and their terms counted into the document frequencies. Each query names
