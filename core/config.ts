@@ -243,7 +243,14 @@ export const CONFIG_SPECS = {
     schema: count.max(10_000),
     allowed: 'a positive integer of at most 10000',
     default: '4',
-    doc: 'calls one API key (or, without one, one address) may have answered at once by one `memgate serve`; one more is 429 RateLimited at once. It bounds what one caller costs at any moment, which a count per minute does not (a deep recall can cost a thousand cheap calls)',
+    doc: 'calls one API key (or, without one, one address) may have answered at once by one `memgate serve` (HTTP and MCP); more wait their turn, in order (MEMGATE_HTTP_QUEUED_PER_KEY). It bounds what one caller costs at any moment, which a count per minute does not (a deep recall can cost a thousand cheap calls)',
+  }),
+  httpQueuedPerKey: spec({
+    env: 'MEMGATE_HTTP_QUEUED_PER_KEY',
+    schema: z.coerce.number().int().min(0).max(10_000),
+    allowed: 'an integer from 0 to 10000',
+    default: '64',
+    doc: 'calls of one API key (or address) that may wait for one of its MEMGATE_HTTP_IN_FLIGHT_PER_KEY places; one more is 429 RateLimited at once. Waiting, a flood of calls costs the server nothing, where calls refused at once come straight back',
   }),
   keyMaxAgents: spec({
     env: 'MEMGATE_KEY_MAX_AGENTS',

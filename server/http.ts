@@ -3,6 +3,8 @@ import rateLimit from '@fastify/rate-limit';
 import Fastify, { type FastifyInstance, type FastifyRequest, type onRequestAsyncHookHandler } from 'fastify';
 import { CONFIG_SPECS } from '../core/config';
 import { MAX_WRITE_BYTES } from '../core/entry';
+import { CallerShare } from '../core/callerShare';
+import { base64url, sha256 } from '../core/sha256';
 import { RateLimitedError } from '../core/errors';
 import { routeNotFound, toHttpError } from './errors';
 import { OPENAPI_PATH, openApiDocument } from './openapi';
@@ -35,11 +37,13 @@ export interface ServerOptions {
   /** Requests a minute per API key (per address without one), health and the document aside. */
   rateLimitPerMinute?: number;
   /**
-   * Calls of one key (or address) answered at once; one more is 429 RateLimited at once. A
-   * count per minute does not bound what a caller costs, since one deep recall can cost a
-   * thousand cheap ones: this bounds its share of the process at any moment.
+   * Calls of one key (or address) answered at once, and how many more may wait for a place,
+   * in order; past both, 429 RateLimited at once. A count per minute does not bound what a
+   * caller costs, since one deep recall can cost a thousand cheap ones: this bounds its share
+   * of the process at any moment. A call that waits costs nothing, where one refused at once
+   * comes straight back: a caller flooding from many connections waits on them.
    */
-  inFlightPerCaller?: number;
+  inFlightPerCaller?: { running: number; queued: number };
   /** How long a request may take to arrive before its connection is cut off with 408 (default: the setting's). */
   requestTimeoutMs?: number;
 }
@@ -48,17 +52,29 @@ export interface ServerOptions {
 const IN_FLIGHT_RETRY_MS = 1_000;
 
 /**
- * Whom a request counts against: the key it was authenticated with (the limit runs after
- * authentication, so no one can spend another's share by naming its key id), from any
- * address; its address on a server without keys. The counts live in this process's memory.
+ * Whom a request counts against, known before it is authenticated, so that a caller past its
+ * share is refused without a store read: the digest of the credential it presents (only its
+ * holder can spend a key's share: another credential, even one naming the same key id, counts
+ * apart and is then refused by authentication), or its address when it presents none. The
+ * counts live in this process's memory.
  */
 function caller(request: FastifyRequest): string {
-  return request.keyScope ? `key:${request.keyScope.keyId}` : `ip:${request.ip}`;
+  const presented = request.headers.authorization;
+  return presented ? `credential:${base64url(sha256(presented)).slice(0, 22)}` : `ip:${request.ip}`;
 }
 declare module 'fastify' {
   interface FastifyContextConfig {
     /** The OpenAPI operationId of the route. */
     operationId?: string;
+  }
+  interface FastifyInstance {
+    /**
+     * The `onRequest` hooks of a route a caller calls, in the order they run: its share of the
+     * process (calls in flight, then requests a minute), then `authenticate`. A caller past its
+     * share is refused before its key is looked up or its body read. Every such route (the
+     * API's and `/mcp`) counts against the same share.
+     */
+    callerHooks(authenticate?: onRequestAsyncHookHandler): onRequestAsyncHookHandler[];
   }
 }
 
@@ -143,25 +159,8 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
     });
   }
 
-  if (options.rateLimitPerMinute !== undefined) {
-    const open = new Set(['/healthz', '/readyz', OPENAPI_PATH]);
-    void app.register(rateLimit, {
-      max: options.rateLimitPerMinute,
-      timeWindow: 60_000,
-      keyGenerator: caller,
-      allowList: (request) => open.has(request.url.split('?')[0] ?? request.url),
-      // Thrown, so the error handler answers it in memgate's format; the plugin has set Retry-After.
-      errorResponseBuilder: (_, context) =>
-        new RateLimitedError(
-          `over ${context.max} requests a minute for this key: try again in ${context.after}`,
-          {
-            limit: context.max,
-            retryAfterMs: context.ttl,
-          },
-        ),
-    });
-  }
-
+  // Not global: its hook runs where callerHooks puts it, before authentication.
+  void app.register(rateLimit, { global: false });
   app.setErrorHandler((err, request, reply) => {
     const { status, body, errorId } = toHttpError(err);
     // Busy, not broken: a client that honours Retry-After comes back when it may be served.
@@ -176,30 +175,65 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
     return reply.code(status).send(body);
   });
 
-  const inFlight = new Map<string, number>();
-  /** One more call of the request's caller in flight, or RateLimited at its bound. */
-  const holdInFlight = (request: FastifyRequest): (() => void) | undefined => {
-    const limit = options.inFlightPerCaller;
-    if (limit === undefined) return undefined;
-    const who = caller(request);
-    const held = inFlight.get(who) ?? 0;
-    if (held >= limit) {
-      throw new RateLimitedError(
-        `${held} calls of this key are being answered, the most one key may have at once: try again once one is`,
-        { inFlightLimit: limit, retryAfterMs: IN_FLIGHT_RETRY_MS },
-      );
-    }
-    inFlight.set(who, held + 1);
-    return () => {
-      const left = (inFlight.get(who) ?? 1) - 1;
-      if (left > 0) inFlight.set(who, left);
-      else inFlight.delete(who);
+  /** Each caller's calls being answered, and those waiting for a place (core/callerShare.ts). */
+  const shares = new Map<string, CallerShare>();
+  /** A place among the caller's calls in flight until its answer is done; a wait for one; or RateLimited. */
+  const holdInFlight =
+    (limit: { running: number; queued: number }): onRequestAsyncHookHandler =>
+    async (request, reply) => {
+      const who = caller(request);
+      const share = shares.get(who) ?? new CallerShare(limit.running, limit.queued);
+      shares.set(who, share);
+      const place = share.take();
+      if (place === 'refused') {
+        throw new RateLimitedError(
+          `${limit.running} calls of this key are being answered and ${limit.queued} wait, the most one key may have: try again once one is`,
+          { inFlightLimit: limit.running, queuedLimit: limit.queued, retryAfterMs: IN_FLIGHT_RETRY_MS },
+        );
+      }
+      // Once the answer is written or the connection gone, however the route answered (/mcp's
+      // transport writes its answer itself), the place goes to the next in line.
+      const done = new Promise<void>((resolve) => reply.raw.once('close', resolve));
+      void done.then(() => {
+        share.leave(place);
+        if (share.idle) shares.delete(who);
+      });
+      await Promise.race([place.granted, done]);
+      // Gone while it waited: there is no one to answer.
+      if (!place.isGranted) {
+        reply.hijack();
+        return reply;
+      }
     };
-  };
+  let perMinute: onRequestAsyncHookHandler | undefined;
+  app.decorate('callerHooks', function (this: FastifyInstance, authenticate?: onRequestAsyncHookHandler) {
+    const max = options.rateLimitPerMinute;
+    // One limiter, so the API and /mcp count against one share per caller.
+    if (max !== undefined) {
+      perMinute ??= this.rateLimit({
+        max,
+        timeWindow: 60_000,
+        keyGenerator: caller,
+        // Thrown, so the error handler answers it in memgate's format; the plugin has set Retry-After.
+        errorResponseBuilder: (_, context) =>
+          new RateLimitedError(
+            `over ${context.max} requests a minute for this key: try again in ${context.after}`,
+            {
+              limit: context.max,
+              retryAfterMs: context.ttl,
+            },
+          ),
+      });
+    }
+    return [
+      ...(options.inFlightPerCaller === undefined ? [] : [holdInFlight(options.inFlightPerCaller)]),
+      ...(perMinute ? [perMinute] : []),
+      ...(authenticate ? [authenticate] : []),
+    ];
+  });
 
   const routes = buildRoutes(deps);
-  // In a plugin of their own, so that they are added once the rate limit is in place (its
-  // hooks reach the routes added after it loads).
+  // In a plugin of their own, so that they are added once the rate limit has loaded.
   void app.register(async (api) => {
     for (const r of routes) {
       api.route({
@@ -208,19 +242,14 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
         config: { operationId: r.operationId },
         // A streamed answer has no length to give a HEAD request before it is read.
         ...(r.produces && { exposeHeadRoute: false }),
-        ...(!r.open && options.authenticate && { onRequest: options.authenticate }),
+        ...(!r.open && { onRequest: api.callerHooks(options.authenticate) }),
         handler: async (request, reply) => {
           const input = {
             ...parseRequest(r, request),
             ...(request.keyScope && { keyScope: request.keyScope }),
           };
-          const release = r.open ? undefined : holdInFlight(request);
-          try {
-            const result = await r.handle(input as Parameters<typeof r.handle>[0]);
-            return await reply.code(r.status ?? 200).send(result);
-          } finally {
-            release?.();
-          }
+          const result = await r.handle(input as Parameters<typeof r.handle>[0]);
+          return reply.code(r.status ?? 200).send(result);
         },
       });
     }

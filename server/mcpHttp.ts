@@ -38,7 +38,8 @@ function rpcError(reply: FastifyReply, status: number, message: string) {
  * session to DELETE: both answer 405, which MCP clients read as "not offered".
  */
 export function mountMcp(app: FastifyInstance, deps: McpMountDeps): void {
-  // In a plugin, as the API's routes are, so that the server's rate limit reaches it.
+  // In a plugin, as the API's routes are, so that the server's limits have loaded: a caller
+  // counts against one share on both (FastifyInstance.callerHooks).
   void app.register(async (mcp) => {
     const authenticated = async (request: FastifyRequest): Promise<KeyScope> =>
       deps.authenticate(bearerKey(request.headers.authorization));
@@ -47,42 +48,47 @@ export function mountMcp(app: FastifyInstance, deps: McpMountDeps): void {
     const onRequest = async (request: FastifyRequest) => {
       request.keyScope = await authenticated(request);
     };
-    mcp.post(MCP_PATH, { config: { operationId: 'mcp' }, onRequest }, async (request, reply) => {
-      const scope = request.keyScope!;
-      if (request.body === undefined)
-        return rpcError(reply, 400, 'Parse error: a JSON-RPC message is required');
-      if (Array.isArray(request.body) && request.body.length > MAX_MCP_BATCH) {
-        return rpcError(
-          reply,
-          400,
-          `Invalid Request: a batch of ${request.body.length} messages; at most ${MAX_MCP_BATCH} per POST`,
-        );
-      }
-      const server = buildMcpServer({
-        memgate: deps.memgate,
-        windows: deps.windows,
-        scope: async () => scope,
-        ...(deps.onServerError && { onServerError: deps.onServerError }),
-      });
-      const transport = new StreamableHTTPServerTransport({
-        sessionIdGenerator: undefined,
-        enableJsonResponse: true,
-      });
-      reply.raw.on('close', () => {
-        void transport.close();
-        void server.close();
-      });
-      await server.connect(transport);
-      // The transport writes the response itself.
-      reply.hijack();
-      await transport.handleRequest(request.raw, reply.raw, request.body);
-    });
+    mcp.post(
+      MCP_PATH,
+      { config: { operationId: 'mcp' }, onRequest: mcp.callerHooks(onRequest) },
+      async (request, reply) => {
+        const scope = request.keyScope!;
+        if (request.body === undefined)
+          return rpcError(reply, 400, 'Parse error: a JSON-RPC message is required');
+        if (Array.isArray(request.body) && request.body.length > MAX_MCP_BATCH) {
+          return rpcError(
+            reply,
+            400,
+            `Invalid Request: a batch of ${request.body.length} messages; at most ${MAX_MCP_BATCH} per POST`,
+          );
+        }
+        const server = buildMcpServer({
+          memgate: deps.memgate,
+          windows: deps.windows,
+          scope: async () => scope,
+          ...(deps.onServerError && { onServerError: deps.onServerError }),
+        });
+        const transport = new StreamableHTTPServerTransport({
+          sessionIdGenerator: undefined,
+          enableJsonResponse: true,
+        });
+        reply.raw.on('close', () => {
+          void transport.close();
+          void server.close();
+        });
+        await server.connect(transport);
+        // The transport writes the response itself.
+        reply.hijack();
+        await transport.handleRequest(request.raw, reply.raw, request.body);
+      },
+    );
 
     for (const method of ['GET', 'DELETE'] as const) {
       mcp.route({
         method,
         url: MCP_PATH,
         config: { operationId: 'mcp' },
+        onRequest: mcp.callerHooks(),
         handler: async (request, reply) => {
           await authenticated(request);
           reply.header('allow', 'POST');

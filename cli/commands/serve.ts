@@ -92,7 +92,7 @@ export async function startHttpServer(
       console.error(`${request.method} ${request.url} failed${errorId ? ` (error ${errorId})` : ''}:`, err),
     onAnswered: await answeredMetrics(c),
     rateLimitPerMinute: c.httpRateLimit,
-    inFlightPerCaller: c.httpInFlightPerKey,
+    inFlightPerCaller: { running: c.httpInFlightPerKey, queued: c.httpQueuedPerKey },
     requestTimeoutMs: c.httpRequestTimeoutMs,
     codecOrigins: [
       `http://127.0.0.1:${c.temporalUiPort}`,

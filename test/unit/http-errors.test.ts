@@ -15,6 +15,9 @@ import { parseConfig } from '../../core/config';
 import { RehydrationBlocked } from '../../core/window';
 import { STATUS_BY_TYPE, toHttpError } from '../../server/errors';
 import { buildHttpServer, type ServerDeps, type ServerOptions } from '../../server/http';
+import { mountMcp } from '../../server/mcpHttp';
+import type { MemgateClient } from '../../client/client';
+import type { WindowClient } from '../../client/window';
 
 /** The HTTP status of each MemgateError type, and the JSON every failure answers with. */
 
@@ -230,7 +233,7 @@ describe('calls in flight per caller', () => {
     // A count per minute let a flood of deep recalls hold the process (bench/load.ts).
     let release!: () => void;
     const gate = new Promise<void>((done) => (release = done));
-    const app = stubbedApp({ inFlightPerCaller: 2 }, async () => {
+    const app = stubbedApp({ inFlightPerCaller: { running: 2, queued: 0 } }, async () => {
       await gate;
       return { queries: 0, groups: [] };
     });
@@ -246,6 +249,111 @@ describe('calls in flight per caller', () => {
     expect((await Promise.all(held)).map((r) => r.statusCode)).toEqual([200, 200]);
     // Answered calls give their place back.
     expect((await call()).statusCode).toBe(200);
+    await app.close();
+  });
+
+  it('lets calls past the bound wait their turn, in order, up to MEMGATE_HTTP_QUEUED_PER_KEY', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((done) => (release = done));
+    const answered: number[] = [];
+    let n = 0;
+    const app = stubbedApp({ inFlightPerCaller: { running: 1, queued: 2 } }, async () => {
+      const mine = n++;
+      await gate;
+      answered.push(mine);
+      return { queries: 0, groups: [] };
+    });
+    const call = () => app.inject({ method: 'GET', url: '/v1/impossible' });
+    const calls = [call(), call(), call()];
+    await new Promise((done) => setTimeout(done, 50));
+    // One runs, two wait: a fourth is refused at once.
+    expect(n).toBe(1);
+    const refused = await call();
+    expect(refused.statusCode).toBe(429);
+    expect(refused.json()).toMatchObject({ error: { type: 'RateLimited', details: { queuedLimit: 2 } } });
+    release();
+    expect((await Promise.all(calls)).map((r) => r.statusCode)).toEqual([200, 200, 200]);
+    expect(answered).toEqual([0, 1, 2]);
+    await app.close();
+  });
+
+  /** An app whose every call waits for `gate`, with a count of the look-ups of its keys. */
+  function gatedApp(options: ServerOptions, gate: Promise<void>) {
+    const looked = { up: 0 };
+    const app = stubbedApp(
+      {
+        ...options,
+        authenticate: async (request) => {
+          looked.up++;
+          request.keyScope = { keyId: request.headers.authorization ?? '', agents: '*' };
+        },
+      },
+      async () => {
+        await gate;
+        return { queries: 0, groups: [] };
+      },
+    );
+    mountMcp(app, {
+      memgate: {} as MemgateClient,
+      windows: {} as WindowClient,
+      authenticate: async (key) => ({ keyId: key, agents: '*' }),
+    });
+    return { app, looked };
+  }
+
+  it('refuses a caller at its bound before its key is looked up: a flood costs no store read', async () => {
+    let release!: () => void;
+    const { app, looked } = gatedApp(
+      { inFlightPerCaller: { running: 1, queued: 0 } },
+      new Promise<void>((done) => (release = done)),
+    );
+    const call = () =>
+      app.inject({ method: 'GET', url: '/v1/impossible', headers: { authorization: 'Bearer one' } });
+    const held = call();
+    await new Promise((done) => setTimeout(done, 50));
+    for (let i = 0; i < 5; i++) expect((await call()).statusCode).toBe(429);
+    expect(looked.up).toBe(1);
+    // Another credential has a share of its own.
+    const other = app.inject({
+      method: 'GET',
+      url: '/v1/impossible',
+      headers: { authorization: 'Bearer two' },
+    });
+    await new Promise((done) => setTimeout(done, 50));
+    release();
+    expect((await other).statusCode).toBe(200);
+    expect(looked.up).toBe(2);
+    expect((await held).statusCode).toBe(200);
+    await app.close();
+  });
+
+  it('counts /mcp against the same share as the API', async () => {
+    let release!: () => void;
+    const { app } = gatedApp(
+      { inFlightPerCaller: { running: 1, queued: 0 } },
+      new Promise<void>((done) => (release = done)),
+    );
+    const headers = { authorization: 'Bearer one' };
+    const held = app.inject({ method: 'GET', url: '/v1/impossible', headers });
+    await new Promise((done) => setTimeout(done, 50));
+    const mcp = await app.inject({ method: 'GET', url: '/mcp', headers });
+    expect(mcp.statusCode).toBe(429);
+    expect(mcp.json()).toMatchObject({ error: { type: 'RateLimited' } });
+    release();
+    await held;
+    // Its place given back, /mcp answers as it does (GET: not offered by a stateless server).
+    expect((await app.inject({ method: 'GET', url: '/mcp', headers })).statusCode).toBe(405);
+    await app.close();
+  });
+
+  it('refuses a caller past its requests a minute before its key is looked up', async () => {
+    const { app, looked } = gatedApp({ rateLimitPerMinute: 2 }, Promise.resolve());
+    const call = () =>
+      app.inject({ method: 'GET', url: '/v1/impossible', headers: { authorization: 'Bearer one' } });
+    expect((await call()).statusCode).toBe(200);
+    expect((await call()).statusCode).toBe(200);
+    for (let i = 0; i < 5; i++) expect((await call()).statusCode).toBe(429);
+    expect(looked.up).toBe(2);
     await app.close();
   });
 });
