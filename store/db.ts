@@ -298,6 +298,14 @@ export async function insertIgnoringExisting<T extends Document & { _id: string 
   return existing;
 }
 
+/**
+ * The store commands one call has in flight at once: a call that reads many terms (a long
+ * query's document frequencies, its tombstones) issues them a few at a time, so they take
+ * turns at this process's admission with other callers' commands instead of filling its queue
+ * ahead of them (docs/serving.md, Tenant against tenant).
+ */
+export const CALL_FAN_OUT = 8;
+
 /** Everything a filter selects, a batch at a time over one cursor, in the server's order. */
 export async function* inBatches<T extends Document>(
   collection: Collection<T>,

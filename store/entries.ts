@@ -4,7 +4,8 @@ import type { Entry, Provenance, Tier } from '../core/entry';
 import { entryId } from '../core/ids';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
-import { insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
+import { allWithin } from '../core/allWithin';
+import { CALL_FAN_OUT, insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
 import { erasedAmong, withdrawErased } from './erasure';
 import { documentFrequencies, termKey } from './terms';
 
@@ -173,19 +174,19 @@ export async function findCandidates(store: Store, f: CandidateFilter): Promise<
   const budget = f.deep ? POSTINGS_BUDGET.deep : POSTINGS_BUDGET.default;
   const picked = candidateTerms(f.terms, await documentFrequencies(store, f.agentId, f.terms), budget);
   const tiers: Tier[] = f.deep ? ['hot', 'cold'] : ['hot'];
-  const postings = await Promise.all(
-    tiers.flatMap((tier) =>
-      picked.map(async ({ term, limit }) => ({
-        tier,
-        entries: await entriesWithTerm(
-          tier === 'hot' ? store.hot : store.cold,
-          f.agentId,
-          term,
-          limit,
-          f.deep ? 'termKeys' : 'liveKeys',
-        ),
-      })),
-    ),
+  const postings = await allWithin(
+    tiers.flatMap((tier) => picked.map((p) => ({ tier, ...p }))),
+    CALL_FAN_OUT,
+    async ({ tier, term, limit }) => ({
+      tier,
+      entries: await entriesWithTerm(
+        tier === 'hot' ? store.hot : store.cold,
+        f.agentId,
+        term,
+        limit,
+        f.deep ? 'termKeys' : 'liveKeys',
+      ),
+    }),
   );
   // Mid-move an entry can sit in both tiers (docs/invariants.md, Moves lose nothing); hot
   // comes first and is the one reported.

@@ -1,6 +1,7 @@
 import type { Tier } from '../core/entry';
 import { countDeleted } from './agents';
-import { isErasure, type Store } from './db';
+import { allWithin } from '../core/allWithin';
+import { CALL_FAN_OUT, isErasure, type Store } from './db';
 import { adjustDocumentFrequencies } from './terms';
 import { locateEntry, tierCollection, TIERS } from './tiers';
 import { dropVectors } from './vectors';
@@ -13,8 +14,8 @@ export async function erasedAmong(
   agentId: string,
   ids: readonly string[],
 ): Promise<Set<string>> {
-  const stones = await Promise.all(
-    ids.map((_id) => store.tombstones.findOne({ _id, agentId }, { projection: { reason: 1 } })),
+  const stones = await allWithin(ids, CALL_FAN_OUT, (_id) =>
+    store.tombstones.findOne({ _id, agentId }, { projection: { reason: 1 } }),
   );
   return new Set(ids.filter((_, i) => stones[i] && isErasure(stones[i])));
 }

@@ -20,7 +20,8 @@ import {
   type Scored,
   withinRankedBudget,
 } from '../core/recall';
-import type { QueryLogRecord, Store, Tombstone } from './db';
+import { allWithin } from '../core/allWithin';
+import { CALL_FAN_OUT, type QueryLogRecord, type Store, type Tombstone } from './db';
 import { findCandidates, logQuery, relogHits } from './entries';
 import { termKey } from './terms';
 import { findHitView, locateEntry, locateHitView } from './tiers';
@@ -142,7 +143,7 @@ async function supersessionSuccessors(
       .filter((id) => !seen.has(id))
       .slice(0, MAX_SUCCESSOR_READS - seen.size);
     for (const id of step) seen.add(id);
-    const found = await Promise.all(step.map((id) => locateEntry(store, agentId, id)));
+    const found = await allWithin(step, CALL_FAN_OUT, (id) => locateEntry(store, agentId, id));
     frontier = [];
     for (const f of found) {
       if (!f) continue;
@@ -156,13 +157,11 @@ async function supersessionSuccessors(
 
 /** Tombstones holding any of the terms: one equality read per term, merged by id. */
 async function tombstonesMatching(store: Store, agentId: string, queryTerms: string[]): Promise<Tombstone[]> {
-  const perTerm = await Promise.all(
-    queryTerms.map((term) =>
-      store.tombstones
-        .find({ termKeys: termKey(agentId, term) })
-        .limit(POSTINGS_BUDGET.deep)
-        .toArray(),
-    ),
+  const perTerm = await allWithin(queryTerms, CALL_FAN_OUT, (term) =>
+    store.tombstones
+      .find({ termKeys: termKey(agentId, term) })
+      .limit(POSTINGS_BUDGET.deep)
+      .toArray(),
   );
   return [
     ...new Map(perTerm.flat().flatMap((t) => (t.agentId === agentId ? [[t._id, t] as const] : []))).values(),

@@ -1,5 +1,6 @@
 import type { Entry } from '../core/entry';
-import { type Store } from './db';
+import { allWithin } from '../core/allWithin';
+import { CALL_FAN_OUT, type Store } from './db';
 
 /**
  * An agent's key for a term, for its postings (`termKeys` of entries and tombstones) and its
@@ -16,8 +17,8 @@ export async function documentFrequencies(
   terms: readonly string[],
 ): Promise<Map<string, number>> {
   const distinct = [...new Set(terms)];
-  const found = await Promise.all(
-    distinct.map((t) => store.termStats.findOne({ _id: termKey(agentId, t) }, { projection: { df: 1 } })),
+  const found = await allWithin(distinct, CALL_FAN_OUT, (t) =>
+    store.termStats.findOne({ _id: termKey(agentId, t) }, { projection: { df: 1 } }),
   );
   return new Map(distinct.map((t, i) => [t, Math.max(0, found[i]?.df ?? 0)]));
 }

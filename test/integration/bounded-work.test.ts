@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { MAX_WRITE_BYTES } from '../../core/entry';
 import { MAX_QUERY_TERMS, MAX_RANKED_CHARS, POSTINGS_BUDGET } from '../../core/recall';
 import { terms } from '../../core/text';
+import { CALL_FAN_OUT } from '../../store/db';
 import { startTestEnv, useTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -29,6 +30,43 @@ describe('the work of one recall', () => {
     const logged = await env.store.queries.find({ agentId }).toArray();
     expect(logged).toHaveLength(2);
     for (const record of logged) expect(record.terms).toEqual(terms(query).slice(0, MAX_QUERY_TERMS));
+  });
+
+  it('has at most CALL_FAN_OUT of its term reads at the store at once, however many terms it reads', async () => {
+    const agentId = env.agent('fan-out');
+    const query = Array.from({ length: MAX_QUERY_TERMS }, (_, i) => String.fromCodePoint(0x4e00 + i)).join(
+      ' ',
+    );
+    await env.client.write({ agentId, entries: [{ text: `倉庫 ${query.slice(0, 8)}` }] });
+    // The recall runs in this process, on the client's store: its reads of the terms' document
+    // frequencies, one per term, are counted.
+    const store = env.store as { termStats: typeof env.store.termStats };
+    const termStats = store.termStats;
+    let inFlight = 0;
+    let most = 0;
+    store.termStats = new Proxy(termStats, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        const bound = (value as (...a: unknown[]) => Promise<unknown>).bind(target);
+        if (prop !== 'findOne') return bound;
+        return async (...args: unknown[]) => {
+          most = Math.max(most, ++inFlight);
+          try {
+            return await bound(...args);
+          } finally {
+            inFlight--;
+          }
+        };
+      },
+    });
+    try {
+      await env.client.recall({ agentId, query, deep: true });
+    } finally {
+      store.termStats = termStats;
+    }
+    expect(most).toBeGreaterThan(1);
+    expect(most).toBeLessThanOrEqual(CALL_FAN_OUT);
   });
 
   it('ranks at most MAX_RANKED_CHARS of candidate text, and counts the candidates it left out', async () => {
