@@ -9,6 +9,7 @@ import {
   type Filter,
   type OptionalUnlessRequiredId,
 } from 'mongodb';
+import type { CensusCounts } from '../core/census';
 import type { Entry } from '../core/entry';
 import type { PendingChange } from '../core/feedWatermark';
 import type { Policy } from '../core/policy';
@@ -109,6 +110,8 @@ export interface AgentRecord {
   firstWriteAt: number;
   hot?: number;
   cold?: number;
+  /** Its entries by tier and state, and its tombstones by kind (store/census.ts). */
+  census?: CensusCounts;
 }
 
 /**

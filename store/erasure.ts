@@ -1,5 +1,6 @@
 import type { Tier } from '../core/entry';
 import { countDeleted } from './agents';
+import { countChanges } from './census';
 import { isErasure, type Store } from './db';
 import { adjustDocumentFrequencies } from './terms';
 import { locateEntry, tierCollection, TIERS } from './tiers';
@@ -62,6 +63,12 @@ export async function deleteEntry(
     if (res.deletedCount) from.push(tier);
   }
   await countDeleted(store, agentId, from);
+  if (copy)
+    await countChanges(
+      store,
+      agentId,
+      from.map((tier) => ({ before: { entry: copy, tier } })),
+    );
   // After the content, never before (store/vectors.ts): a vector stored meanwhile finds its
   // entry gone and leaves by itself.
   if (!(await locateEntry(store, agentId, id))) await dropVectors(store, agentId, [id], Date.now());

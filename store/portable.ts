@@ -12,6 +12,7 @@ import {
   type TombstoneLine,
 } from '../core/exportFormat';
 import { registerAgent } from './agents';
+import { countChanges, countTombstones } from './census';
 import { inBatches, insertIgnoringExisting, isErasure, type Store, type Tombstone } from './db';
 import { gateKeys, termKeys } from './entries';
 import { findById, TIERS, tierCollection } from './tiers';
@@ -209,6 +210,11 @@ class PageWriter {
         .map((l) => this.entry(l));
       const { inserted, seen } = await this.writeEntries(tier, entries);
       this.result.imported[tier] += inserted.length;
+      await countChanges(
+        this.store,
+        this.agentId,
+        inserted.map((entry) => ({ after: { entry, tier } })),
+      );
       // The nightly run counts an entry (its terms, its tier) once its `terms` work is settled;
       // one whose work is still pending is counted by the night, as it would have been.
       const settled = inserted.filter((e) => !e.pending?.includes('terms'));
@@ -320,6 +326,11 @@ class PageWriter {
     });
     const existing = await insertIgnoringExisting(this.store.tombstones, fresh);
     this.result.imported.tombstones += fresh.length - existing.size;
+    await countTombstones(
+      this.store,
+      this.agentId,
+      fresh.filter((stone) => !existing.has(stone._id)).map((stone) => ({ to: stone.reason })),
+    );
     this.result.skipped += existing.size;
   }
 
