@@ -14,7 +14,7 @@ import {
 import { registerAgent } from './agents';
 import { countChanges, countTombstones } from './census';
 import { inBatches, insertIgnoringExisting, isErasure, type Store, type Tombstone } from './db';
-import { gateKeys, termKeys } from './entries';
+import { gateKeys, pageKeys, termKeys } from './entries';
 import { findById, TIERS, tierCollection } from './tiers';
 import { termKey } from './terms';
 
@@ -290,6 +290,7 @@ class PageWriter {
       _id: this.mapId(portable._id),
       agentId: this.agentId,
       termKeys: termKeys(this.agentId, counted.terms),
+      pageKeys: pageKeys(this.agentId, this.mapId(portable._id)),
       pending: [...new Set([...(portable.pending ?? []), 'embed' as const])],
     };
     const { liveKeys, dormantKey } = gateKeys(entry, entry.dormantAt);
