@@ -26,11 +26,27 @@ export type RestoreResult = Result<'restore'>;
 export type AuditRun = Result<'lastAudit'>;
 
 const KEY = 'memgate.apiKey';
+const listeners = new Set<(refusal?: string) => void>();
 
+/**
+ * The key of this tab. A call the server refuses for its key (401) ends the session, with
+ * why, so no view shows data under a key that is not accepted.
+ */
 export const session = {
   key: (): string | null => sessionStorage.getItem(KEY),
-  signIn: (key: string) => sessionStorage.setItem(KEY, key),
-  signOut: () => sessionStorage.removeItem(KEY),
+  signIn: (key: string) => {
+    sessionStorage.setItem(KEY, key);
+    for (const listener of listeners) listener();
+  },
+  signOut: (refusal?: string) => {
+    sessionStorage.removeItem(KEY);
+    for (const listener of listeners) listener(refusal);
+  },
+  /** Told of each sign-in and sign-out (with why, when the server refused the key). */
+  listen: (listener: (refusal?: string) => void) => {
+    listeners.add(listener);
+    return () => void listeners.delete(listener);
+  },
 };
 
 /** An answer other than a success: the API's typed error (its `type`), or no answer at all. */
@@ -86,6 +102,7 @@ async function send<T>(method: string, path: string, body?: unknown): Promise<T>
     const { error } = (await response.json().catch(() => ({}))) as {
       error?: { type?: string; message?: string };
     };
+    if (response.status === 401) session.signOut(error?.message ?? 'the key is not accepted');
     if (response.status === 429 && attempt < RETRIES) {
       const seconds = Number(response.headers.get('retry-after') ?? '1');
       await new Promise((resolve) => setTimeout(resolve, Math.min(10, Math.max(1, seconds)) * 1000));

@@ -4,7 +4,7 @@ import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 
 /**
- * The browser's charts: stacked series drawn with uPlot (docs/browser.md, Libraries), and
+ * The browser's charts: stacked series drawn with uPlot (docs/browser.md, Libraries, and why), and
  * the salience decay curve, an exponential the page draws itself in SVG.
  */
 

@@ -1,7 +1,7 @@
 import { html } from 'htm/preact';
 import type { ComponentChildren } from 'preact';
 import { useCallback, useEffect, useState } from 'preact/hooks';
-import { ApiError, session } from './api';
+import { ApiError } from './api';
 
 /** What a page loads: its data, or why it has none yet. */
 export type Loaded<T> =
@@ -57,12 +57,8 @@ export function href(...parts: (string | undefined)[]): string {
     .join('/')}`;
 }
 
-/**
- * An error as the operator reads it: what happened and what to do, never a stack. A refused
- * key ends the session, so no data is shown under it.
- */
+/** An error as the operator reads it: what happened and what to do, never a stack. */
 export function Failure({ error }: { error: ApiError }) {
-  if (error.status === 401) session.signOut();
   const title =
     error.status === 401
       ? 'This key is not accepted'
@@ -75,14 +71,14 @@ export function Failure({ error }: { error: ApiError }) {
             : `${error.type} (${error.status})`;
   const advice =
     error.status === 401
-      ? 'It is wrong, revoked or missing. Enter a live key (`memgate keys create`).'
+      ? 'It is wrong, revoked or missing: enter a live key (from memgate keys create).'
       : error.status === 403
         ? 'The key does not cover this: ask for a key whose pattern covers it.'
         : undefined;
   return html`<div class="failure" role="alert" data-status=${error.status}>
     <strong>${title}</strong>
     <p>${error.message}</p>
-    ${advice && html`<p>${advice}</p>`} ${error.status === 401 && html`<p><a href="#/">Enter a key</a></p>`}
+    ${advice && html`<p>${advice}</p>`}
   </div>`;
 }
 

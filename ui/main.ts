@@ -1,7 +1,7 @@
 import { html, render } from 'htm/preact';
 import { Component, type ComponentChildren } from 'preact';
-import { useState } from 'preact/hooks';
-import { session } from './api';
+import { useEffect, useState } from 'preact/hooks';
+import { ApiError, session } from './api';
 import { AgentPage } from './agent';
 import { AgentsPage } from './agents';
 import { AuditPage } from './audit';
@@ -17,15 +17,15 @@ import './style.css';
  * entered it asks for one, and every view reads through the HTTP API with that key.
  */
 
-function SignIn({ onSignIn }: { onSignIn: () => void }) {
+/** The key form; after a refused key, why it was refused. */
+function SignIn({ refusal }: { refusal: string | undefined }) {
   const [key, setKey] = useState('');
   const submit = (event: Event) => {
     event.preventDefault();
-    if (!key.trim()) return;
-    session.signIn(key.trim());
-    onSignIn();
+    if (key.trim()) session.signIn(key.trim());
   };
   return html`<form class="sign-in" onSubmit=${submit}>
+    ${refusal !== undefined && html`<${Failure} error=${new ApiError(401, 'Unauthenticated', refusal)} />`}
     <h2>Enter an API key</h2>
     <p>
       A key from <code>memgate keys create</code>. It is kept in this tab only (its session storage) and sent
@@ -72,23 +72,21 @@ function View({ path, params }: { path: string[]; params: URLSearchParams }) {
 
 function App() {
   const route = useRoute();
-  const [, setSignedIn] = useState(session.key() !== null);
-  const signOut = () => {
-    session.signOut();
-    setSignedIn(false);
-  };
+  // Rendered again at each sign-in and sign-out, keeping why a key was refused.
+  const [{ refusal }, setSigned] = useState<{ refusal?: string | undefined; round: number }>({ round: 0 });
+  useEffect(() => session.listen((why) => setSigned((s) => ({ refusal: why, round: s.round + 1 }))), []);
   return html`<header>
       <a href="#/" class="brand">memgate</a>
       <nav>
         <a href="#/">Agents</a>
         <a href="#/audit">Audit</a>
-        ${session.key() && html`<button type="button" class="link" onClick=${signOut}>Sign out</button>`}
+        ${session.key() && html`<button type="button" class="link" onClick=${() => session.signOut()}>Sign out</button>`}
       </nav>
     </header>
     <main>
       ${
         session.key() === null
-          ? html`<${SignIn} onSignIn=${() => setSignedIn(true)} />`
+          ? html`<${SignIn} refusal=${refusal} />`
           : html`<${Boundary} key=${route.path.join('/')}><${View} ...${route} /></${Boundary}>`
       }
     </main>`;

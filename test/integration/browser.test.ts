@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startHttpServer, type RunningServer } from '../../cli/commands/serve';
+import type { WriteEntryInput } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { createKey, revokeKey } from '../../store/keys';
 import { startTestEnv, type TestEnv } from '../support/env';
@@ -73,25 +74,56 @@ function browserScript() {
     const doomed = await createKey(env.store, agent, Date.now());
     await revokeKey(env.store, doomed.keyId, Date.now());
     revoked = doomed.key;
-    // Three days of memory and a night after each, so the nights chart has nights to draw.
+    // Three days of memory and a night after each, so the nights chart has nights to draw:
+    // an old note gone dormant, a fact superseded, a price that expires, two notes summarised.
     const lastNight = Date.now() - HOUR_MS;
-    const days: string[][] = [
-      ['Old note about the supplier kickoff call.', 'The office plants are watered on Fridays.'],
-      ['The supplier invoices arrive on the first Monday.', 'The team lunch is on Thursdays.'],
-      ['The supplier notice period is 30 days.', 'The parking garage closes at ten.'],
+    const nightOf = (day: number) => lastNight - (2 - day) * DAY_MS;
+    const days: WriteEntryInput[][] = [
+      [
+        {
+          text: 'Old note about the supplier kickoff call.',
+          salience: 0.2,
+          writtenAt: nightOf(0) - 9 * DAY_MS,
+        },
+        { text: 'The office plants are watered on Fridays.', salience: 0.7 },
+        {
+          text: 'The team storage quota is 2 TB.',
+          kind: 'fact',
+          subject: 'team',
+          attribute: 'quota',
+          salience: 0.9,
+        },
+      ],
+      [
+        { text: 'The supplier invoices arrive on the first Monday.', salience: 0.8 },
+        {
+          text: 'The team storage quota is 4 TB.',
+          kind: 'fact',
+          subject: 'team',
+          attribute: 'quota',
+          salience: 0.9,
+        },
+        {
+          text: 'The GPU spot price is 2 dollars an hour.',
+          kind: 'fact',
+          volatile: true,
+          freshUntil: nightOf(1) + 2 * HOUR_MS,
+          salience: 0.9,
+        },
+      ],
+      [
+        { text: 'The supplier notice period is 30 days.', kind: 'fact', salience: 0.9 },
+        { text: 'The parking garage closes at ten on weekdays.', salience: 0.6 },
+        { text: 'The parking garage closes at ten on weekdays, said facilities.', salience: 0.6 },
+      ],
     ];
-    for (const [i, texts] of days.entries()) {
-      const night = lastNight - (days.length - 1 - i) * DAY_MS;
-      const { entries } = await env.client.write({
+    for (const [day, entries] of days.entries()) {
+      const written = await env.client.write({
         agentId: agent,
-        entries: texts.map((text, j) => ({
-          text,
-          salience: i === 0 ? 0.2 : 0.9,
-          writtenAt: night - (i === 0 ? 9 * DAY_MS : 3 * HOUR_MS) + j,
-        })),
+        entries: entries.map((e, i) => ({ writtenAt: nightOf(day) - 3 * HOUR_MS + i, ...e })),
       });
-      if (i === days.length - 1) forgotten = entries[0]!.id;
-      await env.client.consolidate({ agentId: agent, asOf: night });
+      if (day === 2) forgotten = written.entries[0]!.id;
+      await env.client.consolidate({ agentId: agent, asOf: nightOf(day) });
     }
     await env.client.write({ agentId: outside, entries: [{ text: 'Not for this key.' }] });
     mkdirSync(ARTIFACTS, { recursive: true });
