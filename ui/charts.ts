@@ -62,7 +62,12 @@ export function StackedChart(props: {
           {},
         ],
         series: [
-          {},
+          bars
+            ? {
+                label: 'arm · budget',
+                value: (_: uPlot, j: number | null) => (j === null ? '–' : (props.labels![j] ?? '–')),
+              }
+            : { label: 'night' },
           ...order.map((i) => ({
             label: props.series[i]!.label,
             stroke: props.series[i]!.colour,

@@ -7,6 +7,8 @@ import { startHttpServer, type RunningServer } from '../../cli/commands/serve';
 import type { WriteEntryInput } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { createKey, revokeKey } from '../../store/keys';
+import { runMemgate } from '../support/cli';
+import { hasData, LONGMEMEVAL_S } from '../support/data';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -246,6 +248,35 @@ function browserScript() {
     await expect
       .poll(() => page.getByRole('alert').first().textContent())
       .toContain('no audit run is recorded');
+  });
+
+  it.skipIf(!hasData(LONGMEMEVAL_S))(
+    'draws the decomposition of the last audit run, once `memgate audit` has run one',
+    async () => {
+      const out = mkdtempSync(join(tmpdir(), 'memgate-audit-'));
+      try {
+        const audit = await runMemgate(env, [
+          'audit',
+          '--questions',
+          '00ca467f',
+          '--budgets',
+          '8000',
+          '--out',
+          out,
+        ]);
+        expect(audit.code).toBe(0);
+      } finally {
+        rmSync(out, { recursive: true, force: true });
+      }
+      // The page shows the audit as it was read: read it again.
+      await page.reload();
+      await page.getByTestId('audit-chart').locator('canvas').first().waitFor();
+      await shot('7-audit');
+    },
+    300_000,
+  );
+
+  it('was refused nothing by its policy and threw nothing', () => {
     expect(errors).toEqual([]);
   });
 }
