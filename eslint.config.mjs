@@ -64,6 +64,14 @@ const LAYERS = {
     ],
   },
   sim: { files: ['sim'], imports: ['core', 'llm', 'workflows'], types: ['client'] },
+  // The memory browser's page, bundled for the browser (cli/ui.ts): pure core code, the API's
+  // result types, and its front-end packages; never a module that needs Node.
+  ui: {
+    files: ['ui'],
+    imports: ['core'],
+    types: ['client', 'server'],
+    packages: ['preact', 'preact/*', 'htm/*', 'uplot', 'uplot/*'],
+  },
   scripts: {
     files: ['scripts'],
     imports: [
@@ -219,7 +227,7 @@ function layers() {
 }
 
 export default tseslint.config(
-  { ignores: ['node_modules/', '.memgate/', 'dist/', 'audit-out/', 'bench/results/'] },
+  { ignores: ['node_modules/', '.memgate/', 'dist/', 'audit-out/', 'bench/results/', 'test-artifacts/'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -7,7 +7,8 @@ import { NIGHT_PASS, type NightPolicy } from '../core/nightly/phases';
 import { COUNT_FIELDS, nightlyMetric, PASS_PHASES, type PassPhaseName } from '../core/nightly/registry';
 import { reclaimPolicy } from '../core/nightly/reclaim';
 import type { Summariser } from '../llm/summariser';
-import { registeredAgents, tierCounts, tombstoneCount } from '../store/agents';
+import { censusAsOf } from '../core/census';
+import { agentCensus, registeredAgents, tierCounts, tombstoneCount } from '../store/agents';
 import type { Store } from '../store/db';
 import { recordRun, type RunRecord } from '../store/runs';
 import type { RunContext } from '../store/ledger';
@@ -24,7 +25,9 @@ import {
   nightlyRecordSchema,
   pruneInputSchema,
   phaseCountsSchema,
+  phaseDurationsSchema,
   type PhaseCounts,
+  type PhaseDurations,
   parseInput,
   phaseInputSchema,
 } from '../core/messages';
@@ -119,13 +122,22 @@ export function createNightlyActivities(
   return {
     ...pass,
 
-    /** The `runs` document of the run, with its counts and where the store stands. */
-    async reportPhase(input: PhaseInput, counts: PhaseCounts): Promise<ConsolidationReport> {
+    /**
+     * The `runs` document of the run: its counts, each phase's time (absent from runs begun
+     * before they were kept), where the store stands, and its census as of the run.
+     */
+    async reportPhase(
+      input: PhaseInput,
+      counts: PhaseCounts,
+      durations?: PhaseDurations,
+    ): Promise<ConsolidationReport> {
       const { run } = checked(input);
       counts = parseInput(phaseCountsSchema, counts, 'phase counts');
-      const [{ hot, cold }, tombstones] = await Promise.all([
+      durations = parseInput(phaseDurationsSchema, durations ?? {}, 'phase durations');
+      const [{ hot, cold }, tombstones, census] = await Promise.all([
         tierCounts(store, run.agentId),
         tombstoneCount(store, run.agentId),
+        agentCensus(store, run.agentId),
       ]);
       const report: ConsolidationReport = {
         runId: run.runId,
@@ -142,7 +154,9 @@ export function createNightlyActivities(
         status: 'completed',
         finishedAt: Date.now(),
         counts: { ...counts },
+        durations,
         store: report.store,
+        census: censusAsOf(census, run.asOf),
       };
       await recordRun(store, record);
       // Per run, not per agent: agent ids never become labels (docs/operations.md, Metrics).

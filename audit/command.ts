@@ -8,6 +8,7 @@ import { InvalidInputError, StackUnavailableError } from '../core/errors';
 import { auditInputSchema, auditSettingsSchema } from './messages';
 import { chooseJudge, chooseReader, createModels } from '../llm';
 import { auditRecordsOfRun } from '../store/audit';
+import { recordAuditRun } from '../store/browse';
 import {
   auditProgressQuery,
   auditTaskQueue,
@@ -178,6 +179,8 @@ export function registerAuditCommands(program: Command): void {
           `Restore-counterfactual audit · ${outcome.questions} questions · ` +
           `${first ? `${first.reader} reader, ${first.judge} judge, ${settings.ranker} ranker` : 'no records'}`;
         writeFileSync(join(outDir, 'chart.svg'), renderChart(rows, title));
+        // The memory browser draws the last run's chart from this (docs/browser.md).
+        await recordAuditRun(client.store, { runId: input.runId, at: Date.now(), title, rows });
         console.log(table);
         console.log(
           `${records.length} records, ${outcome.excluded} questions outside the denominator, ${wallSeconds}s; ` +

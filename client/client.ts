@@ -6,7 +6,32 @@ import {
   WorkflowNotFoundError,
   WorkflowUpdateRPCTimeoutOrCancelledError,
 } from '@temporalio/client';
-import { StackUnavailableError, UnauthenticatedError } from '../core/errors';
+import { NotFoundError, StackUnavailableError, UnauthenticatedError } from '../core/errors';
+import {
+  agentsRequestSchema,
+  entriesCursorText,
+  entriesRequestSchema,
+  entryRequestSchema,
+  listedEntry,
+  nightsRequestSchema,
+  parseEntriesCursor,
+  shownEntry,
+  type ListedEntry,
+  type ShownEntry,
+} from '../core/browse';
+import {
+  agentNights,
+  agentOverview,
+  agentsInScope,
+  entriesPage,
+  entryDetail,
+  lastAuditRun,
+  pageLevel,
+  type AgentOverview,
+  type AuditRun,
+  type EntryDetail,
+  type Night,
+} from '../store/browse';
 import { assertInScope, type KeyScope } from '../core/keys';
 import { authenticate } from '../store/keys';
 import { claimForKey, releaseForKey } from '../store/quotas';
@@ -60,7 +85,7 @@ import { ContentCodec } from '../codec/payloadCodec';
 import { sealWrite } from '../codec/sealedEntry';
 import { decodeForWire, encodeForWire, type WirePayload } from '../codec/codecServer';
 import { erasedInHistory } from './historyCheck';
-import { registeredAgents } from '../store/agents';
+import { countedEntries, registeredAgents } from '../store/agents';
 import { temporalConnectionOptions } from '../stack/connection';
 import { toMemgateError } from './errors';
 import { resending } from './resend';
@@ -83,6 +108,12 @@ function asMemgateError(err: unknown): unknown {
 
 /** Agents whose workflow this client has seen running; a bound on memory, not a cache policy. */
 const MAX_REMEMBERED_AGENTS = 10_000;
+
+/** An agent as the browser opens it: its census now, and how its salience decays to the gate. */
+export type AgentView = AgentOverview & { policy: { halfLifeHours: number; gateThreshold: number } };
+
+/** An entry's page: the entry as stored (absent once deleted), its tombstone, lifecycle and stand-ins. */
+export type EntryView = Omit<EntryDetail, 'stored'> & { entry?: ShownEntry };
 
 export interface ClientEndpoints {
   temporalAddress: string;
@@ -420,6 +451,84 @@ export class MemgateClient {
   exportAgent(input: { agentId: string }): AsyncGenerator<string, void> {
     const agentId = parseInput(agentIdSchema, input.agentId, 'agent id');
     return exportChunks(this.store, agentId, Date.now());
+  }
+
+  // The memory browser's reads (docs/browser.md): each by `_id` or by equality on an indexed field.
+
+  /** A page of the registered agents the key's scope covers (every agent without a key), in id order. */
+  async agents(
+    request: { after?: string; limit?: number },
+    scope?: KeyScope,
+  ): Promise<{ agents: { agentId: string; firstWriteAt: number }[]; next?: string }> {
+    const { after, limit } = parseInput(agentsRequestSchema, request, 'agent listing');
+    return typed(() =>
+      agentsInScope(this.store, {
+        pattern: scope?.agents ?? '*',
+        ...(after !== undefined && { after }),
+        limit,
+      }),
+    );
+  }
+
+  /** The agent's census now, and the policy its salience decays by; NotFound for an agent never written. */
+  async agent(input: { agentId: string }): Promise<AgentView> {
+    const agentId = parseInput(agentIdSchema, input.agentId, 'agent id');
+    const overview = await typed(() => agentOverview(this.store, agentId, Date.now()));
+    if (!overview) throw new NotFoundError(`no agent ${agentId}`, { agentId });
+    const { halfLifeHours, gateThreshold } = this.policy;
+    return { ...overview, policy: { halfLifeHours, gateThreshold } };
+  }
+
+  /** The agent's nights, newest first, each with its counts, times, census and workflow. */
+  async nights(request: { agentId: string; before?: number; limit?: number }): Promise<{
+    nights: (Night & { workflowId: string })[];
+    next?: number;
+  }> {
+    const checked = parseInput(nightsRequestSchema, request, 'night listing');
+    const { nights, next } = await typed(() => agentNights(this.store, checked));
+    return {
+      nights: nights.map((n) => ({ ...n, workflowId: consolidateAgentWorkflowId(checked.agentId, n.asOf) })),
+      ...(next !== undefined && { next }),
+    };
+  }
+
+  /** A page of the agent's entries, both tiers, in id order; `next` is where the following page starts. */
+  async entries(request: {
+    agentId: string;
+    cursor?: string;
+    limit?: number;
+  }): Promise<{ entries: ListedEntry[]; next?: string }> {
+    const { agentId, cursor, limit } = parseInput(entriesRequestSchema, request, 'entry listing');
+    return typed(async () => {
+      const start = cursor
+        ? parseEntriesCursor(cursor)
+        : { level: pageLevel(await countedEntries(this.store, agentId)), page: 0 };
+      const page = await entriesPage(this.store, { agentId, cursor: start, limit });
+      const now = Date.now();
+      return {
+        entries: page.entries.map(({ entry, tier }) => listedEntry(entry, tier, now, this.memory)),
+        ...(page.next && { next: entriesCursorText(page.next) }),
+      };
+    });
+  }
+
+  /** An entry (or the tombstone it left) with its lifecycle and stand-ins; NotFound when the agent has none such. */
+  async entry(request: { agentId: string; entryId: string }): Promise<EntryView> {
+    const { agentId, entryId } = parseInput(entryRequestSchema, request, 'entry');
+    const detail = await typed(() => entryDetail(this.store, agentId, entryId));
+    if (!detail) throw new NotFoundError(`agent ${agentId} has no entry ${entryId}`, { agentId, entryId });
+    const { stored, ...rest } = detail;
+    return {
+      ...rest,
+      ...(stored && { entry: shownEntry(stored.entry, stored.tier, Date.now(), this.memory) }),
+    };
+  }
+
+  /** The last run of `memgate audit`: its summary rows, for the decomposition chart; NotFound before any. */
+  async lastAudit(): Promise<AuditRun> {
+    const run = await typed(() => lastAuditRun(this.store));
+    if (!run) throw new NotFoundError('no audit run is recorded: run `memgate audit`');
+    return run;
   }
 
   /**

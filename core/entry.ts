@@ -83,6 +83,11 @@ export interface Entry {
   liveKeys?: string[];
   /** `<agentId> <dayOf(dormantAt)>`: how the night finds the entries that went dormant. */
   dormantKey?: string;
+  /**
+   * `<agentId> <first n characters of the id>` for n = 1 and 2: the agent's entries in pages
+   * of about equal size, each read by equality, in id order (store/browse.ts).
+   */
+  pageKeys?: string[];
   version: number;
 }
 

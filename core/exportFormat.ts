@@ -98,12 +98,12 @@ const portableEntrySchema = z.strictObject({
 
 /**
  * What an entry line carries of a stored entry: every field but the agent, the lookup keys
- * derived from its terms and `dormantAt` (the import derives them for its own agent), the
+ * derived from its terms, `dormantAt` and id (the import derives them for its own agent), the
  * term counts (derived from its text) and the model of a vector that is not exported.
  */
 export type PortableEntry = Omit<
   Entry,
-  'agentId' | 'termKeys' | 'liveKeys' | 'dormantKey' | 'embeddedWith' | 'termCounts'
+  'agentId' | 'termKeys' | 'liveKeys' | 'dormantKey' | 'pageKeys' | 'embeddedWith' | 'termCounts'
 >;
 
 // A field added to Entry fails compilation here until the format says what becomes of it.
@@ -164,6 +164,7 @@ export function entryLine(entry: Entry, tier: Tier): EntryLine {
     termKeys: _termKeys,
     liveKeys,
     dormantKey: _dormantKey,
+    pageKeys: _pageKeys,
     embeddedWith: _model,
     termCounts: _counts,
     ...portable

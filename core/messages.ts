@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { agentIdSchema, epochMs, zodIssues, type Tier } from './entry';
 import { InvalidInputError } from './errors';
 import { policySchema } from './policy';
-import { COUNT_FIELDS, type CountField } from './nightly/registry';
+import { COUNT_FIELDS, NIGHT_PHASES, type CountField, type NightPhaseName } from './nightly/registry';
 
 /**
  * What every workflow and activity accepts. Each validates its own input with these (the
@@ -34,6 +34,13 @@ export const phaseCountsSchema = z.strictObject(
   Object.fromEntries(COUNT_FIELDS.map((field) => [field, tally])) as Record<CountField, typeof tally>,
 );
 export type PhaseCounts = z.output<typeof phaseCountsSchema>;
+
+/** Milliseconds each phase of a run took that completed, by phase name (a run's record). */
+export const phaseDurationsSchema = z.partialRecord(
+  z.enum(NIGHT_PHASES.map((p) => p.name) as [NightPhaseName, ...NightPhaseName[]]),
+  z.number().int().min(0),
+);
+export type PhaseDurations = z.output<typeof phaseDurationsSchema>;
 
 export const nightlyRecordSchema = z.strictObject({
   runId: z.string().min(1).max(300),

@@ -16,6 +16,8 @@ export interface TierOps<D extends { _id: string; version: number }> {
   put(tier: Tier, doc: D): Promise<void>;
   /** Delete by `_id`, only while the stored version equals `version`; true if deleted. */
   removeVersion(tier: Tier, id: string, version: number): Promise<boolean>;
+  /** Told of each move this call finished, with the source it removed and the copy it put. */
+  moved?(from: Tier, to: Tier, moves: { source: D; target: D }[]): Promise<void>;
 }
 
 /** Batched forms of the same operations, for moving many entries in a few round trips. */
@@ -42,8 +44,12 @@ export async function moveBetweenTiers<D extends { _id: string; version: number 
   for (let round = 0; round < MAX_ROUNDS; round++) {
     const source = await ops.get(from, id);
     if (!source) return (await ops.get(to, id)) ? 'already-moved' : 'absent';
-    await ops.put(to, transform(source));
-    if (await ops.removeVersion(from, id, source.version)) return 'moved';
+    const target = transform(source);
+    await ops.put(to, target);
+    if (await ops.removeVersion(from, id, source.version)) {
+      await ops.moved?.(from, to, [{ source, target }]);
+      return 'moved';
+    }
     // The source changed between the read and the delete: copy its new version.
   }
   throw new ConflictError(`entry ${id} kept changing while it was moved from ${from} to ${to}`, {
@@ -67,15 +73,27 @@ export async function moveManyBetweenTiers<D extends { _id: string; version: num
   transform: (source: D) => D,
 ): Promise<number> {
   if (sources.length === 0) return 0;
-  await ops.putMany(to, sources.map(transform));
+  const moves = sources.map((source) => ({ source, target: transform(source) }));
+  await ops.putMany(
+    to,
+    moves.map((m) => m.target),
+  );
   const removed = await ops.removeVersions(
     from,
     sources.map((s) => ({ id: s._id, version: s.version })),
   );
-  if (removed === sources.length) return removed;
-  let moved = 0;
-  for (const s of sources) {
-    if ((await moveBetweenTiers(ops, s._id, from, to, transform)) !== 'absent') moved++;
+  if (removed === sources.length) {
+    await ops.moved?.(from, to, moves);
+    return removed;
   }
+  let moved = 0;
+  // The batch's deletes that matched left these already moved: told here, as their moves end.
+  const byBatch: { source: D; target: D }[] = [];
+  for (const m of moves) {
+    const outcome = await moveBetweenTiers(ops, m.source._id, from, to, transform);
+    if (outcome !== 'absent') moved++;
+    if (outcome === 'already-moved') byBatch.push(m);
+  }
+  await ops.moved?.(from, to, byBatch);
   return moved;
 }

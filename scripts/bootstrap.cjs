@@ -15,9 +15,9 @@ const dist = join(root, 'dist');
 const stamp = join(dist, '.stamp');
 const buildConfig = join(root, 'tsconfig.build.json');
 
-/** The newest mtime (ms) of the .ts files under `dir`, or 0 when there are none. */
-function newestTs(dir) {
-  let newest = 0;
+/** The newest mtime (ms) of the files under `dir` whose names end with one of `endings`, or 0. */
+function newest(dir, endings = ['.ts']) {
+  let latest = 0;
   let entries;
   try {
     entries = readdirSync(dir, { withFileTypes: true });
@@ -26,29 +26,34 @@ function newestTs(dir) {
   }
   for (const e of entries) {
     const path = join(dir, e.name);
-    if (e.isDirectory()) newest = Math.max(newest, newestTs(path));
-    else if (e.name.endsWith('.ts')) newest = Math.max(newest, statSync(path).mtimeMs);
+    if (e.isDirectory()) latest = Math.max(latest, newest(path, endings));
+    else if (endings.some((end) => e.name.endsWith(end))) latest = Math.max(latest, statSync(path).mtimeMs);
   }
-  return newest;
+  return latest;
 }
+
+/** The memory browser's sources (cli/ui.ts bundles them into dist/ui/). */
+const UI_SOURCES = ['.ts', '.css', '.html'];
 
 /**
  * Whether dist/ holds a complete build of the current sources: its stamp is at least as new
- * as every .ts file under the folders tsconfig.build.json compiles and as both tsconfig
- * files. A build stamps the time it started, so a file saved while it ran counts as newer.
- * About a hundred stat calls: a few milliseconds.
+ * as every .ts file under the folders tsconfig.build.json compiles, every source of the
+ * memory browser under ui/, and both tsconfig files. A build stamps the time it started, so
+ * a file saved while it ran counts as newer. About a hundred stat calls: a few milliseconds.
  */
 function distIsCurrent() {
   let built;
   try {
     built = statSync(stamp).mtimeMs;
     statSync(join(dist, 'cli', 'cli.js'));
+    statSync(join(dist, 'ui', 'app.js'));
   } catch {
     return false;
   }
   const { include } = JSON.parse(readFileSync(buildConfig, 'utf8'));
   const sources = [statSync(buildConfig).mtimeMs, statSync(join(root, 'tsconfig.json')).mtimeMs];
-  for (const dir of include) sources.push(newestTs(join(root, dir)));
+  for (const dir of include) sources.push(newest(join(root, dir)));
+  sources.push(newest(join(root, 'ui'), UI_SOURCES));
   return Math.max(...sources) <= built;
 }
 
@@ -61,13 +66,16 @@ function run(cmd, args) {
 const bin = (name) => join(root, 'node_modules', '.bin', name);
 
 /**
- * `tsc -p tsconfig.build.json` (incremental). On a type error the stamp is not written: the
+ * `tsc -p tsconfig.build.json` (incremental), then the memory browser's bundle into dist/ui/
+ * (cli/ui.ts). On a type error, or a bundle that fails, the stamp is not written: the
  * code still runs, from its TypeScript sources (bin/memgate.cjs), never from a stale dist/.
  */
 function build() {
   console.log('[memgate] compiling to dist/ (npm run build)');
   const started = Date.now();
-  if (run(bin('tsc'), ['-p', 'tsconfig.build.json']) !== 0) {
+  const bundleUi =
+    "require('./dist/cli/ui.js').writeUi().catch((e) => { console.error(e); process.exit(1); })";
+  if (run(bin('tsc'), ['-p', 'tsconfig.build.json']) !== 0 || run(process.execPath, ['-e', bundleUi]) !== 0) {
     console.error('[memgate] the build failed: memgate runs from its TypeScript sources (slower start)');
     return false;
   }

@@ -32,6 +32,8 @@ export function requireKey(authenticate: (key: string) => Promise<KeyScope>): on
     // The codec endpoint names no agent in its path: it judges each payload by the agent the
     // payload's write names (client/client.ts, codecPayloads).
     if (request.url.startsWith('/codec/')) return;
+    // A listing that names no agent answers only what the key covers.
+    if (request.routeOptions.config.filtersByKey) return;
     if (typeof params.sessionId === 'string') assertInScope(scope, params.sessionId, 'session');
     else assertInScope(scope, named(params.agentId) ?? named(query.agentId));
   };

@@ -66,6 +66,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     /** The OpenAPI operationId of the route. */
     operationId?: string;
+    /** The route answers only what the caller's key covers (server/routes.ts, Route). */
+    filtersByKey?: boolean;
   }
   interface FastifyInstance {
     /**
@@ -239,7 +241,7 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
       api.route({
         method: r.method,
         url: r.path.replace(/\{(\w+)\}/g, ':$1'),
-        config: { operationId: r.operationId },
+        config: { operationId: r.operationId, ...(r.filtersByKey && { filtersByKey: true }) },
         // A streamed answer has no length to give a HEAD request before it is read.
         ...(r.produces && { exposeHeadRoute: false }),
         ...(!r.open && { onRequest: api.callerHooks(options.authenticate) }),

@@ -10,8 +10,17 @@ import type { HttpErrorType } from './errors';
 import {
   admitSchema,
   advanceTurnSchema,
+  agentListSchema,
   agentParams,
   agentQuery,
+  agentsQuery,
+  agentViewSchema,
+  auditRunSchema,
+  entriesQuery,
+  entryListSchema,
+  entryViewSchema,
+  nightListSchema,
+  nightsQuery,
   codecPayloadsSchema,
   entryParams,
   entryResultSchema,
@@ -71,6 +80,11 @@ export interface Route<
   tag: 'memory' | 'windows' | 'store' | 'service';
   /** Health, readiness and the document itself: no per-request hook (authentication) runs. */
   open?: boolean;
+  /**
+   * Names no agent, and answers only what the caller's key covers: any live key may call it
+   * (server/auth.ts), and the handler filters by `keyScope`.
+   */
+  filtersByKey?: boolean;
   params?: P;
   query?: Q;
   body?: B;
@@ -303,6 +317,80 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       errors: ['InvalidInput', 'NotFound', 'StackUnavailable'],
       // The server sends the Response as it is (`produces`).
       handle: async ({ params }) => (await streamed(memgate.exportAgent(params), EXPORT_MEDIA_TYPE)) as never,
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/agents',
+      operationId: 'listAgents',
+      summary:
+        'A page of the registered agents the key covers, in id order (the memory browser, docs/browser.md)',
+      tag: 'memory',
+      filtersByKey: true,
+      query: agentsQuery,
+      response: agentListSchema,
+      errors: ['InvalidInput', 'StackUnavailable'],
+      handle: ({ query, keyScope }) => memgate.agents(query, keyScope),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/agents/{agentId}',
+      operationId: 'showAgent',
+      summary:
+        "The agent's entries by tier and state and its tombstones by reason, as the store counts them now, from the agent's record alone",
+      tag: 'memory',
+      params: agentParams,
+      response: agentViewSchema,
+      errors: ['InvalidInput', 'NotFound', 'StackUnavailable'],
+      handle: ({ params }) => memgate.agent(params),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/agents/{agentId}/nights',
+      operationId: 'listNights',
+      summary:
+        "The agent's nightly runs, newest first: each one's counts and time per phase, its census, and its workflow",
+      tag: 'memory',
+      params: agentParams,
+      query: nightsQuery,
+      response: nightListSchema,
+      errors: ['InvalidInput', 'StackUnavailable'],
+      handle: ({ params, query }) => memgate.nights({ ...query, ...params }),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/agents/{agentId}/memories',
+      operationId: 'listMemories',
+      summary:
+        "A page of the agent's entries, both tiers, in id order, each with its state and salience now; pass `next` back as `cursor` for the following page",
+      tag: 'memory',
+      params: agentParams,
+      query: entriesQuery,
+      response: entryListSchema,
+      errors: ['InvalidInput', 'StackUnavailable'],
+      handle: ({ params, query }) => memgate.entries({ ...query, ...params }),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/agents/{agentId}/memories/{entryId}',
+      operationId: 'showMemory',
+      summary:
+        'An entry (or the tombstone it left) with its lifecycle from the ledger and the summaries that stand in for it, with the atoms each keeps or lacks',
+      tag: 'memory',
+      params: entryParams,
+      response: entryViewSchema,
+      errors: ['InvalidInput', 'NotFound', 'StackUnavailable'],
+      handle: ({ params }) => memgate.entry(params),
+    }),
+    route({
+      method: 'GET',
+      path: '/v1/audit',
+      operationId: 'lastAudit',
+      summary:
+        'The summary of the last `memgate audit` run: errors per arm and budget, irreversible, recoverable and residual (needs a key for every agent)',
+      tag: 'store',
+      response: auditRunSchema,
+      errors: ['NotFound', 'StackUnavailable'],
+      handle: () => memgate.lastAudit(),
     }),
     route({
       method: 'GET',

@@ -2,6 +2,8 @@ import { z } from 'zod';
 import { agentIdSchema, epochMs, writeRequestSchema, type WriteLimits } from '../core/entry';
 import { entryIdSchema, restoreInputSchema, verifyRequestSchema } from '../core/messages';
 import { recallRequestSchema } from '../core/recall';
+import { agentsRequestSchema, entriesRequestSchema, nightsRequestSchema } from '../core/browse';
+import { COUNT_FIELDS, NIGHT_PHASES } from '../core/nightly/registry';
 import {
   admitSchema,
   advanceTurnSchema,
@@ -39,6 +41,11 @@ export function writeBodySchema(limits: WriteLimits) {
 export const recallBodySchema = recallRequestSchema.partial({ agentId: true });
 
 export const restoreBodySchema = restoreInputSchema.pick({ freshUntil: true });
+
+/** The memory browser's reads (docs/browser.md): the client's own request schemas, the path's ids taken out. */
+export const agentsQuery = agentsRequestSchema;
+export const nightsQuery = nightsRequestSchema.omit({ agentId: true });
+export const entriesQuery = entriesRequestSchema.omit({ agentId: true });
 
 /** `memgate verify` and `memgate impossible` take one agent or every agent. */
 export const agentQuery = verifyRequestSchema;
@@ -257,6 +264,194 @@ export const impossibleReportSchema = z.object({
 });
 export type ImpossibleReport = z.output<typeof impossibleReportSchema>;
 export type ImpossibleGroups = ImpossibleReport['groups'];
+
+// The memory browser's results.
+
+export const agentListSchema: z.ZodType<Result<Memgate['agents']>> = z.object({
+  agents: z.array(z.object({ agentId: z.string(), firstWriteAt: epochMs })),
+  next: z.string().optional().describe('the `after` of the next page; absent on the last'),
+});
+
+const count = z.number().int();
+
+const censusSchema = z
+  .object({
+    asOf: epochMs,
+    hot: z.object({
+      active: count.describe('current entries above the gate past the day of `asOf`'),
+      reachingGate: count.describe('current entries that reach the gate on the day of `asOf`'),
+      dormant: count.describe('current entries below the gate since an earlier day'),
+      superseded: count,
+      expired: count,
+      inactive: count.describe('inactive for another reason: summaries retired when a source was superseded'),
+    }),
+    cold: count,
+    summaries: z.object({ lossy: count, lossless: count }).describe('summaries in either tier'),
+    tombstones: z.record(z.string(), count).describe('tombstones by reason'),
+  })
+  .describe('entries counted by the store (each from the night that counts its terms), by tier and state');
+
+export const agentViewSchema: z.ZodType<Result<Memgate['agent']>> = z.object({
+  agentId: z.string(),
+  firstWriteAt: epochMs,
+  census: censusSchema,
+  policy: z
+    .object({ halfLifeHours: z.number(), gateThreshold: z.number() })
+    .describe("how the agent's salience decays, and the gate below which an entry is dormant"),
+});
+
+export const nightListSchema: z.ZodType<Result<Memgate['nights']>> = z.object({
+  nights: z.array(
+    z.object({
+      runId: z.string(),
+      workflowId: z.string().describe("the run's consolidateAgent workflow in Temporal"),
+      asOf: epochMs,
+      finishedAt: epochMs,
+      counts: z.record(z.string(), count).describe(`what each phase did: ${COUNT_FIELDS.join(', ')}`),
+      durations: z
+        .partialRecord(z.enum(NIGHT_PHASES.map((p) => p.name)), count)
+        .optional()
+        .describe('milliseconds per phase; absent from runs recorded before they were kept'),
+      census: censusSchema.optional().describe('absent from runs recorded before it was kept'),
+    }),
+  ),
+  next: epochMs.optional().describe('the `before` of the next page; absent on the last'),
+});
+
+const entryState = z.enum(['active', 'dormant', 'superseded', 'expired', 'inactive', 'cold']);
+const kind = z.enum(['episode', 'fact', 'constraint', 'summary']);
+
+export const entryListSchema: z.ZodType<Result<Memgate['entries']>> = z.object({
+  entries: z.array(
+    z.object({
+      id: z.string(),
+      tier,
+      kind,
+      text: z.string().describe('its first 160 characters'),
+      state: entryState,
+      salience: z.number().describe('salience now'),
+      lossy_summary: z.boolean().optional(),
+      writtenAt: epochMs,
+    }),
+  ),
+  next: z.string().optional().describe('the `cursor` of the next page; absent on the last'),
+});
+
+const salience = z.object({ base: z.number(), at: epochMs });
+
+const shownEntrySchema = z.object({
+  _id: z.string(),
+  kind,
+  text: z.string(),
+  tokens: count,
+  atoms: z.array(z.string()).describe('its fact atoms (numbers with units, dates, names…)'),
+  source: provenance,
+  writtenAt: epochMs,
+  salience,
+  salienceNow: z.number(),
+  dormantAt: z.number().describe('when its salience reaches the gate (epoch milliseconds)'),
+  confidence: z.number(),
+  verified: z.boolean(),
+  corroborations: z.array(z.object({ source: z.string(), at: epochMs })),
+  validity: z.object({ volatile: z.boolean(), freshUntil: epochMs.optional() }),
+  expiredAt: epochMs.optional(),
+  subject: z.string().optional(),
+  attribute: z.string().optional(),
+  isActive: z.boolean(),
+  supersededBy: z.string().optional(),
+  supersedes: z.string().optional(),
+  restoredAt: epochMs.optional(),
+  derivedFrom: ids.optional().describe('a summary: the entries it summarises'),
+  lossy_summary: z.boolean().optional(),
+  lossyReasons: z.array(z.string()).optional(),
+  subsumedBy: z.array(z.object({ summaryId: z.string(), lossless: z.boolean() })).optional(),
+  refreshedAt: epochMs.optional(),
+  spilledAt: epochMs.optional(),
+  pending: z.array(z.enum(['terms', 'cluster', 'supersede', 'expire', 'embed'])).optional(),
+  embeddedWith: z.string().optional(),
+  version: count,
+  tier,
+  state: entryState,
+});
+
+export const entryViewSchema: z.ZodType<Result<Memgate['entry']>> = z.object({
+  entryId: z.string(),
+  entry: shownEntrySchema.optional().describe('absent once the entry is deleted'),
+  tombstone: z
+    .object({
+      _id: z.string(),
+      terms: z.array(z.string()),
+      reason: z.string(),
+      deletedAt: epochMs,
+      standIn: standIn.optional(),
+      subject: z.string().optional(),
+      attribute: z.string().optional(),
+      writtenAt: epochMs.optional(),
+      atoms: z.array(z.string()).optional(),
+      runId: z.string().optional(),
+    })
+    .optional()
+    .describe('what its deletion left'),
+  lifecycle: z
+    .array(
+      z.object({
+        at: epochMs,
+        event: z.string(),
+        reason: z.string(),
+        runId: z.string().optional(),
+        inputs: z.record(z.string(), z.unknown()).optional(),
+      }),
+    )
+    .describe('written, then its ledger records (kept `MEMGATE_LEDGER_RETENTION_DAYS`), oldest first'),
+  standIns: z
+    .array(
+      z.object({
+        summaryId: z.string(),
+        tier: tier.optional(),
+        text: z.string().optional(),
+        lossy: z.boolean(),
+        isActive: z.boolean().optional(),
+        keeps: z.array(z.string()).describe("the entry's atoms the summary's text holds"),
+        lacks: z.array(z.string()).describe('those it does not'),
+      }),
+    )
+    .describe('the summaries that stand in for it'),
+});
+
+const interval = z.object({ low: z.number(), high: z.number() });
+
+export const auditRunSchema: z.ZodType<Result<Memgate['lastAudit']>> = z.object({
+  runId: z.string(),
+  at: epochMs,
+  title: z.string(),
+  rows: z.array(
+    z.object({
+      arm: z.string(),
+      budget: count.nullable(),
+      readSetting: z.enum(['retained', 'hot', 'hot+cold']),
+      condition: z.enum(['forced-gold', 'top-60']),
+      reader: z.string(),
+      judge: z.string(),
+      questions: count,
+      denominator: count,
+      errors: count,
+      irreversible: count,
+      recoverable: count,
+      residual: count,
+      negativeRestores: count,
+      irreversibleShare: z.number().nullable(),
+      interval: interval.nullable(),
+      irreversibleRate: z.number().nullable(),
+      goldEvictedRate: z.number(),
+      violations: z.object({
+        survivingGoldFixedIrreversible: count,
+        wholeStoreFixedIrreversible: count,
+        placeboFlips: count,
+      }),
+      note: z.string().optional(),
+    }),
+  ),
+});
 
 const segmentRef = z.object({
   id: z.string(),

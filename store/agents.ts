@@ -1,3 +1,4 @@
+import { countedCopies, type CensusCounts } from '../core/census';
 import type { Tier } from '../core/entry';
 import type { Store } from './db';
 
@@ -21,6 +22,17 @@ export async function tierCounts(
 ): Promise<{ hot: number | undefined; cold: number }> {
   const record = await store.agents.findOne({ _id: agentId });
   return { hot: record?.hot, cold: Math.max(0, record?.cold ?? 0) };
+}
+
+/** The agent's census counts (store/census.ts); undefined for an agent never written. */
+export async function agentCensus(store: Store, agentId: string): Promise<CensusCounts | undefined> {
+  const record = await store.agents.findOne({ _id: agentId }, { projection: { census: 1 } });
+  return record ? (record.census ?? {}) : undefined;
+}
+
+/** How many entry copies the agent's census counts, both tiers (0 for an agent not yet counted). */
+export async function countedEntries(store: Store, agentId: string): Promise<number> {
+  return countedCopies(await agentCensus(store, agentId));
 }
 
 /** The agent joins the nightly fan-out (its memory workflow does this once per run). */

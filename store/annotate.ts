@@ -3,6 +3,7 @@ import type { Entry, Tier } from '../core/entry';
 import { ConflictError } from '../core/errors';
 import { recallStateOf, sameRecallState, widerRecallState, type RecallState } from '../core/recall';
 import { applyPatch, type EntryPatch } from '../core/nightly/plans';
+import { countChanges } from './census';
 import type { Store } from './db';
 import { gateKeys } from './entries';
 import { findById, tierCollection, TIERS } from './tiers';
@@ -46,6 +47,7 @@ export async function annotate(
       await widenForRecall(store, agentId, new Map([[id, after]]), new Map([[id, before]]));
       const res = await collection.updateOne({ _id: id, agentId, version: entry.version }, update);
       if (res.modifiedCount === 1) {
+        await countChanges(store, agentId, [{ before: { entry, tier }, after: { entry: patched, tier } }]);
         found.push({ tier, entry: { ...patched, version: entry.version + 1 } });
         restate ||= !sameRecallState(before, after);
         break;

@@ -9,6 +9,7 @@ import {
   type Filter,
   type OptionalUnlessRequiredId,
 } from 'mongodb';
+import type { CensusCounts } from '../core/census';
 import type { Entry } from '../core/entry';
 import type { PendingChange } from '../core/feedWatermark';
 import type { Policy } from '../core/policy';
@@ -109,6 +110,8 @@ export interface AgentRecord {
   firstWriteAt: number;
   hot?: number;
   cold?: number;
+  /** Its entries by tier and state, and its tombstones by kind (store/census.ts). */
+  census?: CensusCounts;
 }
 
 /**
@@ -422,14 +425,17 @@ const TIER_INDEXES: readonly Record<string, 1>[] = [
   { agentId: 1, derivedFrom: 1 },
   { agentId: 1, supersededBy: 1 },
   { agentId: 1, supersedes: 1 },
+  // A page of the agent's entries (store/browse.ts).
+  { pageKeys: 1 },
 ];
 
 export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string, 1>[]>> = {
   hot: TIER_INDEXES,
   cold: TIER_INDEXES,
   tombstones: [{ termKeys: 1 }, { agentId: 1 }, { agentId: 1, subject: 1 }],
-  // `at`: the nightly pruning deletes by age (store/retention.ts).
-  ledger: [{ agentId: 1, runId: 1, event: 1 }, { at: 1 }],
+  // `at`: the nightly pruning deletes by age (store/retention.ts); `entryId`: an entry's
+  // lifecycle (store/browse.ts).
+  ledger: [{ agentId: 1, runId: 1, event: 1 }, { at: 1 }, { agentId: 1, entryId: 1 }],
   queries: [
     { agentId: 1, day: 1 },
     { agentId: 1, hitIds: 1 },

@@ -37,9 +37,26 @@ export function gateKeys(
   };
 }
 
-/** The stored form of an entry: with the lookup keys of its terms. */
+/**
+ * The keys of the pages an entry is listed in (`pageKeys`): the first one and two characters of
+ * its id, a digest's, so each page of a level holds about the same share of the agent.
+ */
+export function pageKeys(agentId: string, id: string): string[] {
+  return [pageKey(agentId, id.slice(0, 1)), pageKey(agentId, id.slice(0, 2))];
+}
+
+export function pageKey(agentId: string, prefix: string): string {
+  return `${agentId} ${prefix}`;
+}
+
+/** The stored form of an entry: with the lookup keys of its terms, its gate and its pages. */
 export function indexedEntry(entry: Entry): Entry {
-  return { ...entry, termKeys: termKeys(entry.agentId, entry.terms), ...gateKeys(entry, entry.dormantAt) };
+  return {
+    ...entry,
+    termKeys: termKeys(entry.agentId, entry.terms),
+    ...gateKeys(entry, entry.dormantAt),
+    pageKeys: pageKeys(entry.agentId, entry._id),
+  };
 }
 
 /**

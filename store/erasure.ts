@@ -1,6 +1,7 @@
 import type { Tier } from '../core/entry';
 import { countDeleted } from './agents';
 import { allWithin } from '../core/allWithin';
+import { countChanges } from './census';
 import { CALL_FAN_OUT, isErasure, type Store } from './db';
 import { adjustDocumentFrequencies } from './terms';
 import { locateEntry, tierCollection, TIERS } from './tiers';
@@ -63,6 +64,12 @@ export async function deleteEntry(
     if (res.deletedCount) from.push(tier);
   }
   await countDeleted(store, agentId, from);
+  if (copy)
+    await countChanges(
+      store,
+      agentId,
+      from.map((tier) => ({ before: { entry: copy, tier } })),
+    );
   // After the content, never before (store/vectors.ts): a vector stored meanwhile finds its
   // entry gone and leaves by itself.
   if (!(await locateEntry(store, agentId, id))) await dropVectors(store, agentId, [id], Date.now());

@@ -6,6 +6,7 @@ import { termKeys } from './entries';
 import { adjustDocumentFrequencies } from './terms';
 import { dropVectors } from './vectors';
 import { annotate } from './annotate';
+import { countTombstones } from './census';
 import { deleteEntry } from './erasure';
 import { findById, locateEntry, TIERS, tierCollection } from './tiers';
 import { releaseSources } from './nightly';
@@ -37,6 +38,7 @@ export async function tombstoneErasure(
       { agentId, terms: [], termKeys: [], reason: ERASED, deletedAt: at },
       { upsert: true },
     );
+    await countTombstones(store, agentId, [{ from: stone?.reason, to: ERASED }]);
   }
   await store.ledger.replaceOne(
     { _id: `erase:${id}`, agentId },
@@ -143,11 +145,12 @@ export async function removeSummary(
   at: number,
 ): Promise<void> {
   const reason = `${ERASED}: derived from erased entry ${erasedId}`;
-  await store.tombstones.replaceOne(
+  const written = await store.tombstones.replaceOne(
     { _id: summaryId, agentId },
     { agentId, terms: [], termKeys: [], reason, deletedAt: at },
     { upsert: true },
   );
+  if (written.upsertedCount === 1) await countTombstones(store, agentId, [{ to: reason }]);
   await store.ledger.replaceOne(
     { _id: `erase:${erasedId}:remove:${summaryId}`, agentId },
     { agentId, at, event: 'erase', entryId: summaryId, reason },

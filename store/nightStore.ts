@@ -5,6 +5,7 @@ import { removeSummary, summariesDerivedFrom } from './forget';
 import { dayOf } from '../core/salience';
 import type { ReclaimEntry } from '../core/nightly/reclaim';
 import { countArrived, setHotCount, tierCounts } from './agents';
+import { countChanges } from './census';
 import { inBatches, type QueryLogRecord, type Store } from './db';
 import { entriesWithTerm } from './entries';
 import { countEvents } from './ledger';
@@ -112,6 +113,14 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
         store,
         agentId,
         found.filter((f) => f.tier === 'hot' && awaitsCounting(f.entry)).length,
+      );
+      await countChanges(
+        store,
+        agentId,
+        found.map(({ entry, tier }) => ({
+          before: { entry, tier },
+          after: { entry: { ...entry, pending: entry.pending?.filter((w) => w !== 'terms') }, tier },
+        })),
       );
     },
     settle,

@@ -5,6 +5,7 @@ import {
   releasePatch,
   retirePatch,
 } from '../core/nightly/clusters';
+import type { Copy } from '../core/census';
 import type { Entry } from '../core/entry';
 import type { RecallState } from '../core/recall';
 import {
@@ -24,6 +25,7 @@ import { dayOf } from '../core/salience';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import { annotate, widenForRecall } from './annotate';
 import { countArrived, countMoved } from './agents';
+import { countChanges, countTombstones } from './census';
 import { insertIgnoringExisting, type Store } from './db';
 import { gateKeys, insertNewEntries, termKeys } from './entries';
 import { deleteEntry, withdrawErased } from './erasure';
@@ -86,6 +88,13 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
       await countMoved(store, agentId, tier, res.deletedCount);
       return res.deletedCount;
     },
+    async moved(from, to, moves) {
+      await countChanges(
+        store,
+        agentId,
+        moves.map((m) => ({ before: { entry: m.source, tier: from }, after: { entry: m.target, tier: to } })),
+      );
+    },
   };
 }
 
@@ -103,6 +112,14 @@ function refreshed(step: Pick<RefreshStep, 'salience' | 'dormantAt'>): RecallSta
   };
 }
 
+/** A refreshed hot entry as the census counts it: before the refresh and after. */
+function refreshedCopy(step: RefreshStep & { entry: Entry }, asOf: number): { before: Copy; after: Copy } {
+  return {
+    before: { entry: step.entry, tier: 'hot' },
+    after: { entry: applyPatch(step.entry, refreshPatch(step, asOf)), tier: 'hot' },
+  };
+}
+
 // Expire --------------------------------------------------------------------------------
 
 export async function expireEntry(store: Store, ctx: RunContext, entry: Entry): Promise<void> {
@@ -116,14 +133,25 @@ export async function expireEntry(store: Store, ctx: RunContext, entry: Entry): 
 
 // Refresh and rehydrate ----------------------------------------------------------------
 
-export async function refreshHotEntry(store: Store, ctx: RunContext, step: RefreshStep): Promise<void> {
-  await recordEvent(store, ctx, 'refresh', step.id, 'a logged query matched the gated entry', {
-    salience: step.salience,
-    dormantAt: step.dormantAt,
-  });
-  await annotate(store, ctx.agentId, step.id, (e) =>
-    e.refreshedAt === ctx.asOf ? undefined : refreshPatch(step, ctx.asOf),
-  );
+/**
+ * A refresh of a batch some of whose entries changed since they were read: each is refreshed
+ * on its own (annotate counts what it changes), and one the batch already refreshed, at the
+ * version after the one read, is counted here.
+ */
+async function refreshOneByOne(
+  store: Store,
+  ctx: RunContext,
+  steps: readonly (RefreshStep & { entry: Entry })[],
+): Promise<void> {
+  for (const step of steps) {
+    let byBatch = false;
+    await annotate(store, ctx.agentId, step.id, (e) => {
+      if (e.refreshedAt !== ctx.asOf) return refreshPatch(step, ctx.asOf);
+      byBatch = e.version === step.entry.version + 1;
+      return undefined;
+    });
+    if (byBatch) await countChanges(store, ctx.agentId, [refreshedCopy(step, ctx.asOf)]);
+  }
 }
 
 /** Refreshes per bulk write: a chunk whose versions moved is refreshed again entry by entry. */
@@ -137,7 +165,7 @@ const REFRESH_CHUNK = 16;
 export async function refreshHotEntries(
   store: Store,
   ctx: RunContext,
-  steps: readonly (RefreshStep & { version: number; terms: string[] })[],
+  steps: readonly (RefreshStep & { entry: Entry })[],
 ): Promise<void> {
   await recordEvents(
     store,
@@ -156,11 +184,11 @@ export async function refreshHotEntries(
     const res = await store.hot.bulkWrite(
       chunk.map((step) => ({
         updateOne: {
-          filter: { _id: step.id, agentId: ctx.agentId, version: step.version },
+          filter: { _id: step.id, agentId: ctx.agentId, version: step.entry.version },
           update: {
             $set: {
               ...refreshPatch(step, ctx.asOf).set,
-              ...gateKeys({ agentId: ctx.agentId, terms: step.terms }, step.dormantAt),
+              ...gateKeys({ agentId: ctx.agentId, terms: step.entry.terms }, step.dormantAt),
             },
             $inc: { version: 1 },
           },
@@ -168,7 +196,13 @@ export async function refreshHotEntries(
       })),
       { ordered: false },
     );
-    if (res.modifiedCount < chunk.length) for (const step of chunk) await refreshHotEntry(store, ctx, step);
+    if (res.modifiedCount < chunk.length) await refreshOneByOne(store, ctx, chunk);
+    else
+      await countChanges(
+        store,
+        ctx.agentId,
+        chunk.map((step) => refreshedCopy(step, ctx.asOf)),
+      );
     await restateForRecall(
       store,
       ctx.agentId,
@@ -281,7 +315,7 @@ export async function evictEntry(
   entry: Entry,
   step: ReclaimStep,
 ): Promise<boolean> {
-  await store.tombstones.replaceOne(
+  const written = await store.tombstones.replaceOne(
     { _id: entry._id, agentId: ctx.agentId },
     {
       agentId: ctx.agentId,
@@ -298,6 +332,7 @@ export async function evictEntry(
     },
     { upsert: true },
   );
+  if (written.upsertedCount === 1) await countTombstones(store, ctx.agentId, [{ to: step.why }]);
   await recordEvent(store, ctx, 'evict', entry._id, step.why, {
     rank: step.rank,
     ...step.inputs,
@@ -305,7 +340,12 @@ export async function evictEntry(
   });
   if ((await deleteEntry(store, ctx.agentId, entry._id, entry.version)).length > 0) return true;
   if (!(await locateEntry(store, ctx.agentId, entry._id))) return true;
-  await store.tombstones.deleteOne({ _id: entry._id, agentId: ctx.agentId, runId: ctx.runId });
+  const withdrawn = await store.tombstones.deleteOne({
+    _id: entry._id,
+    agentId: ctx.agentId,
+    runId: ctx.runId,
+  });
+  if (withdrawn.deletedCount === 1) await countTombstones(store, ctx.agentId, [{ from: step.why }]);
   await store.ledger.deleteOne({ _id: ledgerId(ctx, 'evict', entry._id), agentId: ctx.agentId });
   return false;
 }
@@ -332,7 +372,10 @@ export async function writeSummary(
   // Counted into hot as it lands (a crash in between leaves the count low until reclaim's
   // next full read sets it), so tonight's reclaim sees it.
   const created = (await insertNewEntries(store, [summary])).get(summary._id) === 'created';
-  if (created) await countArrived(store, ctx.agentId, 1);
+  if (created) {
+    await countArrived(store, ctx.agentId, 1);
+    await countChanges(store, ctx.agentId, [{ after: { entry: summary, tier: 'hot' } }]);
+  }
   const stored = created ? summary : (await locateEntry(store, ctx.agentId, summary._id))?.entry;
   if (!stored) return {};
   const [erasedSource] = await withdrawErased(store, ctx.agentId, stored.derivedFrom ?? []);

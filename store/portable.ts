@@ -12,8 +12,9 @@ import {
   type TombstoneLine,
 } from '../core/exportFormat';
 import { registerAgent } from './agents';
+import { countChanges, countTombstones } from './census';
 import { inBatches, insertIgnoringExisting, isErasure, type Store, type Tombstone } from './db';
-import { gateKeys, termKeys } from './entries';
+import { gateKeys, pageKeys, termKeys } from './entries';
 import { findById, TIERS, tierCollection } from './tiers';
 import { termKey } from './terms';
 
@@ -209,6 +210,11 @@ class PageWriter {
         .map((l) => this.entry(l));
       const { inserted, seen } = await this.writeEntries(tier, entries);
       this.result.imported[tier] += inserted.length;
+      await countChanges(
+        this.store,
+        this.agentId,
+        inserted.map((entry) => ({ after: { entry, tier } })),
+      );
       // The nightly run counts an entry (its terms, its tier) once its `terms` work is settled;
       // one whose work is still pending is counted by the night, as it would have been.
       const settled = inserted.filter((e) => !e.pending?.includes('terms'));
@@ -284,6 +290,7 @@ class PageWriter {
       _id: this.mapId(portable._id),
       agentId: this.agentId,
       termKeys: termKeys(this.agentId, counted.terms),
+      pageKeys: pageKeys(this.agentId, this.mapId(portable._id)),
       pending: [...new Set([...(portable.pending ?? []), 'embed' as const])],
     };
     const { liveKeys, dormantKey } = gateKeys(entry, entry.dormantAt);
@@ -320,6 +327,11 @@ class PageWriter {
     });
     const existing = await insertIgnoringExisting(this.store.tombstones, fresh);
     this.result.imported.tombstones += fresh.length - existing.size;
+    await countTombstones(
+      this.store,
+      this.agentId,
+      fresh.filter((stone) => !existing.has(stone._id)).map((stone) => ({ to: stone.reason })),
+    );
     this.result.skipped += existing.size;
   }
 

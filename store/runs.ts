@@ -5,7 +5,7 @@ import type { Store } from './db';
 
 export interface RunRecord {
   _id: string;
-  kind: 'agent' | 'nightly';
+  kind: 'agent' | 'nightly' | 'audit';
   agentId?: string;
   asOf: number;
   status: 'completed';

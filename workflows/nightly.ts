@@ -9,7 +9,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { NightlyActivities } from '../activities';
-import type { ConsolidationReport, PhaseCounts } from '../core/messages';
+import type { ConsolidationReport, PhaseCounts, PhaseDurations } from '../core/messages';
 import { consolidateAgentInputSchema, phaseCountsSchema, type ConsolidateAgentInput } from '../core/messages';
 import { agentIdSchema, epochMs } from '../core/entry';
 import { COUNT_FIELDS, NIGHT_PHASES, type NightPhase, type PhaseOutcome } from '../core/nightly/registry';
@@ -46,6 +46,9 @@ export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<Cons
     policy,
   };
   const counts = emptyCounts();
+  // Each phase's time, from its scheduling to its result on the workflow's clock (retries
+  // included), for the run's record.
+  const durations: PhaseDurations = {};
   for (const phase of NIGHT_PHASES) {
     const { external, patch }: NightPhase = phase;
     if (patch !== undefined && !patched(patch)) continue;
@@ -57,9 +60,11 @@ export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<Cons
           })
         : phases
     )[`${phase.name}Phase`];
+    const started = Date.now();
     try {
       const outcome: PhaseOutcome = await activity(run);
       for (const field of phase.counts) counts[field] = outcome[field] ?? 0;
+      durations[phase.name] = Date.now() - started;
     } catch (err) {
       if (!external) throw err;
       // The work stays pending for the next night; the failure is in the run's history.
@@ -69,7 +74,7 @@ export async function consolidateAgent(raw: ConsolidateAgentInput): Promise<Cons
       });
     }
   }
-  return phases.reportPhase(run, counts);
+  return phases.reportPhase(run, counts, durations);
 }
 
 /** Every count at 0, in the registry's order. */

@@ -7,6 +7,8 @@ import { requireKey } from '../../server/auth';
 import { buildHttpServer, type ServerDeps } from '../../server/http';
 import { mountMcp } from '../../server/mcpHttp';
 import { OPENAPI_PATH } from '../../server/openapi';
+import { mountUi, UI_PATH } from '../../server/ui';
+import { uiFiles } from '../ui';
 import { MemgateClient } from '../../client/client';
 import { WindowClient } from '../../client/window';
 import { config, resolveEndpoints } from './context';
@@ -100,6 +102,8 @@ export async function startHttpServer(
       ...(c.codecOrigins ?? []),
     ],
   });
+  // The memory browser at /ui/, reading through the routes above (docs/browser.md).
+  mountUi(app, await uiFiles(c));
   // The MCP server over Streamable HTTP at /mcp, under the same keys.
   mountMcp(app, {
     ...deps,
@@ -132,7 +136,7 @@ export async function startHttpServer(
 }
 
 export function announce(server: RunningServer): string {
-  return `memgate HTTP API on ${server.url} (OpenAPI at ${OPENAPI_PATH})`;
+  return `memgate HTTP API on ${server.url} (OpenAPI at ${OPENAPI_PATH}, the memory browser at ${server.url}${UI_PATH}/)`;
 }
 
 function untilSignal(): Promise<NodeJS.Signals> {

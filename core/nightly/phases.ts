@@ -109,7 +109,8 @@ export interface NightStore {
   summariesOf(sourceId: string): Promise<Entry[]>;
   expire(found: Located): Promise<void>;
   /** Hot steps raise salience in place (guarded by the version the plan read); cold steps rehydrate. */
-  refresh(steps: readonly (RefreshStep & { version: number; terms: string[] })[]): Promise<void>;
+  /** Each step with its entry as the plan read it (its writes are guarded by that version). */
+  refresh(steps: readonly (RefreshStep & { entry: Entry })[]): Promise<void>;
   /** Hot entries that went dormant since `since` leave default recall's postings (MongoDB's only). */
   dropLiveKeys(since: number | undefined): Promise<void>;
   /** Recalls logged on days before `before` leave the query log. */
@@ -288,8 +289,7 @@ export async function refreshPhase(
     const wanted = wantedFromCold(logged, returned, run.asOf, policy.memory);
     const steps = limitRehydration(planned, wanted, hot ?? Infinity, policy.reclaim).map((s) => ({
       ...s,
-      version: candidates.get(s.id)!.entry.version,
-      terms: candidates.get(s.id)!.entry.terms,
+      entry: candidates.get(s.id)!.entry,
     }));
     for (let i = 0; i < steps.length; i += policy.batch) {
       await night.refresh(steps.slice(i, i + policy.batch));

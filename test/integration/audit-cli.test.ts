@@ -74,6 +74,8 @@ describe('memgate audit (the installed command)', () => {
       expect(readFileSync(join(out, 'chart.svg'), 'utf8')).toMatch(/^<svg[\s\S]*<\/svg>\n$/);
       expect(r.stdout).toContain('irreversible share');
       expect(new Set(records.map((x) => x.ranker))).toEqual(new Set(['bm25']));
+      // The run's summary is recorded for the memory browser's chart (GET /v1/audit).
+      expect(await env.client.lastAudit()).toMatchObject({ runId, rows: summary.rows });
     },
     300_000,
   );

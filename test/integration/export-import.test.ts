@@ -16,6 +16,7 @@ import { adjustDocumentFrequencies } from '../../store/terms';
 import { runMemgate } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { episode } from '../support/memories';
+import { expectCensusKept } from '../support/census';
 import { expectVerified } from '../support/verify';
 
 /**
@@ -233,6 +234,7 @@ describe('memgate export and import', () => {
     expect(result).toMatchObject({ from: source, idsKept: false, skipped: 0, imported: held });
     expect(await stored(target)).toEqual(held);
     await expectVerified(env, target);
+    await expectCensusKept(env.store, target);
 
     const toTarget = (id: string) => importedId(source, target, id);
     let hits = 0;

@@ -3,6 +3,7 @@ import { NotFoundError } from '../../core/errors';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { runMemgate } from '../support/cli';
 import { useTestEnv } from '../support/env';
+import { expectCensusKept } from '../support/census';
 import { expectVerified } from '../support/verify';
 
 const T0 = Date.UTC(2025, 4, 1);
@@ -84,6 +85,7 @@ describe('forget (docs/invariants.md, Erasure wins)', () => {
       NotFoundError,
     );
     await expectVerified(env, agentId);
+    await expectCensusKept(env.store, agentId);
   }, 300_000);
 
   it('removes and flags a summary that cannot be rebuilt because a co-source was evicted', async () => {
@@ -133,6 +135,7 @@ describe('forget (docs/invariants.md, Erasure wins)', () => {
         (await env.store.cold.countDocuments({ _id: summaryId })),
     ).toBe(0);
     await expectVerified(env, agentId);
+    await expectCensusKept(env.store, agentId);
   }, 300_000);
 });
 

@@ -73,6 +73,11 @@ describe('a key scoped to agent A', () => {
       ['impossible B', 'GET', `/v1/impossible?agentId=${agentB}`],
       ['impossible all', 'GET', '/v1/impossible'],
       ['a window of B', 'PUT', `/v1/windows/${agentB}-session`, {}],
+      ['open B', 'GET', `/v1/agents/${agentB}`],
+      ["B's nights", 'GET', `/v1/agents/${agentB}/nights`],
+      ["B's entries", 'GET', `/v1/agents/${agentB}/memories`],
+      ["B's entry", 'GET', `/v1/agents/${agentB}/memories/${entryB}`],
+      ['the audit', 'GET', '/v1/audit'],
       // Its own agent in the path, B's in the body.
       [
         'body names B',
@@ -103,6 +108,13 @@ describe('a key scoped to agent A', () => {
       200,
     );
     expect((await call(keyAll, 'GET', '/v1/verify')).status).toBe(200);
+    // The agents a key lists are those it covers.
+    const listed = async (k: string) =>
+      ((await call(k, 'GET', '/v1/agents')).body as { agents: { agentId: string }[] }).agents.map(
+        (a) => a.agentId,
+      );
+    expect(await listed(keyA)).toEqual([agentA]);
+    expect(await listed(keyAll)).toEqual([agentA, agentB].sort());
   });
 });
 

@@ -18,7 +18,8 @@ import { startTestEnv, type TestEnv } from '../support/env';
  * entries tables do not move across a recall, a deep recall, a write, the tombstone check of
  * a replayed write, one agent's whole nightly run (with work for every phase), a forget and a
  * restore, while their index-scan counters do; a recall fetches its candidates' rows, not the
- * agent's; and recall returns what ranking every entry of the agent returns.
+ * agent's, and so do the memory browser's pages; and recall returns what ranking every entry
+ * of the agent returns.
  */
 
 const OTHER_AGENTS = 40;
@@ -213,5 +214,18 @@ describe.skipIf(!postgres)('every hot path is index-driven (the local stack)', (
     const after = await settledScans();
     expect(after.idx).toBeGreaterThan(afterRecall.idx);
     expect(after.seq).toBe(before.seq);
+
+    // The memory browser opens the agent from its record, and lists its entries a page of the
+    // id space at a time (docs/browser.md): two pages of 50 read about 100 of its rows.
+    await env.client.agent({ agentId });
+    const first = await env.client.entries({ agentId, limit: 50 });
+    expect(first.entries).toHaveLength(50);
+    await env.client.entries({ agentId, cursor: first.next!, limit: 50 });
+    await env.client.entry({ agentId, entryId: older });
+    await env.client.entry({ agentId, entryId: erased });
+    await env.client.nights({ agentId });
+    const browsed = await settledScans();
+    expect(browsed.seq).toBe(before.seq);
+    expect(browsed.fetched - after.fetched).toBeLessThanOrEqual(200);
   }, 600_000);
 });

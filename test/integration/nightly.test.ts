@@ -7,6 +7,7 @@ import { consolidateAgentWorkflowId } from '../../core/ids';
 import { failOnce } from '../support/faults';
 import { untilEmbedded, untilHotEmbedded } from '../support/embedded';
 import { useTestEnv } from '../support/env';
+import { expectCensusKept } from '../support/census';
 import { expectVerified } from '../support/verify';
 
 /** Half-life 72 h, gate 0.15, a hot tier of 20 entries that reclaims down to 16. */
@@ -88,7 +89,8 @@ async function tiersOf(agentId: string, id: string) {
 
 /**
  * After a run (docs/invariants.md, Moves lose nothing): every entry ever written is in
- * exactly one tier, or evicted with a tombstone.
+ * exactly one tier, or evicted with a tombstone; and the census the store kept is the one
+ * counted from scratch.
  */
 async function expectNothingLostOrDoubled(agentId: string, ids: string[]) {
   for (const id of ids) {
@@ -96,6 +98,7 @@ async function expectNothingLostOrDoubled(agentId: string, ids: string[]) {
     expect({ id, placed: hot + cold + stone }).toEqual({ id, placed: 1 });
   }
   await expectVerified(env, agentId);
+  await expectCensusKept(env.store, agentId);
 }
 
 const NOTICE_QUERY = "What is the supplier's notice period?";

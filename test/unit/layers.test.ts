@@ -54,6 +54,7 @@ const UPWARD: [string, string][] = [
   ['server/layer-case.ts', "import { main as x } from '../cli/cli';"],
   ['cli/commands/layer-case.ts', "import { configTable as x } from '../../scripts/config-docs';"],
   ['sim/layer-case.ts', "import { openStore as x } from '../store/db';"],
+  ['ui/layer-case.ts', "import { MemgateClient as x } from '../client/client';"],
   ['scripts/layer-case.ts', "import { startTestEnv as x } from '../test/support/env';"],
   ['bench/layer-case.ts', "import { configTable as x } from '../scripts/config-docs';"],
   ['test/unit/layer-case.ts', "import { run as x } from '../../bench/run';"],
@@ -78,6 +79,8 @@ describe('the layer rules', () => {
     ['server/layer-case.ts', "import { createActivities as x } from '../activities';"],
     ['vectorEngine/layer-case.ts', "import { openStore as x } from '../store/db';"],
     ['vectorEngine/layer-case.ts', "import { MongoClient as x } from 'mongodb';"],
+    ['ui/layer-case.ts', "import { readFileSync as x } from 'node:fs';"],
+    ['ui/layer-case.ts', "import { buildHttpServer as x } from '../server/http';"],
   ])('refuses %s: %s', async (file, code) => {
     expect(await restricted(file, code)).not.toEqual([]);
   });
@@ -95,6 +98,9 @@ describe('the layer rules', () => {
     ['server/layer-case.ts', "import x from 'fastify';"],
     ['vectorEngine/layer-case.ts', "import { Index as x } from 'usearch';"],
     ['vectorEngine/layer-case.ts', "import { stateInDefaultRecall as x } from '../core/recall';"],
+    ['ui/layer-case.ts', "import { html as x } from 'htm/preact';"],
+    ['ui/layer-case.ts', "import type { MemgateClient as x } from '../client/client';"],
+    ['ui/layer-case.ts', "import { NIGHT_PHASES as x } from '../core/nightly/registry';"],
   ])('allows %s: %s', async (file, code) => {
     expect(await restricted(file, code)).toEqual([]);
   });
