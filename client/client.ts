@@ -532,10 +532,6 @@ export class MemgateClient {
   }
 
   /**
-   * The scope of a live API key (`Authorization: Bearer <key>` on the servers), or
-   * Unauthenticated; the key itself is compared with its stored digest only.
-   */
-  /**
    * A call for a key counts toward the key's quota (store/quotas.ts): a write for an agent it
    * has not written for, a window it opens. QuotaExceeded when the key holds its quota.
    */
@@ -549,6 +545,10 @@ export class MemgateClient {
     await typed(() => releaseForKey(this.store, scope.keyId, kind, id));
   }
 
+  /**
+   * The scope of a live API key (`Authorization: Bearer <key>` on the servers), or
+   * Unauthenticated; the key itself is compared with its stored digest only.
+   */
   async authenticate(key: string): Promise<KeyScope> {
     const scope = await typed(() => authenticate(this.store, key));
     if (!scope) throw new UnauthenticatedError('no live API key: create one with `memgate keys create`');
