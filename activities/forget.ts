@@ -5,7 +5,7 @@ import { assessSummary, buildSummaryEntry } from '../core/nightly/clusters';
 import type { Policy } from '../core/policy';
 import { extractiveSummary, type Summariser } from '../llm/summariser';
 import type { Store } from '../store/db';
-import { deleteEntry, erasedAmong } from '../store/erasure';
+import { beginErasure, deleteEntry, endErasure, erasedAmong } from '../store/erasure';
 import {
   eraseFromQueryLog,
   removeSummary,
@@ -92,7 +92,10 @@ export function createForgetActivities(store: Store, summariser: Summariser) {
   return {
     async forgetTombstone(input: { agentId: string; entryId: string; at: number }): Promise<void> {
       input = parseInput(forgetStepSchema, input, 'forget');
+      // Under way before anything is written: a recall meanwhile looks at its hits' tombstones.
+      await beginErasure(store, input.agentId, input.entryId);
       if (!(await tombstoneErasure(store, input.agentId, input.entryId, input.at))) {
+        await endErasure(store, input.agentId, input.entryId);
         throw new NotFoundError(`no entry ${input.entryId} for agent ${input.agentId}`, { ...input });
       }
     },
@@ -134,6 +137,8 @@ export function createForgetActivities(store: Store, summariser: Summariser) {
         resummarised.push(summary._id);
         heartbeat(summary._id);
       });
+      // The last step: the entry, the query log and every summary built from it are clean.
+      await endErasure(store, input.agentId, input.entryId);
       return { resummarised, removed };
     },
   };

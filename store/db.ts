@@ -112,6 +112,10 @@ export interface AgentRecord {
   cold?: number;
   /** Its entries by tier and state, and its tombstones by kind (store/census.ts). */
   census?: CensusCounts;
+  /** The ids whose erasure has begun and not ended (`*`: the whole agent's); store/erasure.ts. */
+  erasing?: string[];
+  /** Erasures ended, ever: with `erasing`, what a recall reads around its log record. */
+  erasures?: number;
 }
 
 /**

@@ -6,7 +6,7 @@ import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from
 import { dayOf } from '../core/salience';
 import { allWithin } from '../core/allWithin';
 import { CALL_FAN_OUT, insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
-import { erasedAmong, withdrawErased } from './erasure';
+import { erasedAmong, erasureMark, quietBetween, withdrawErased, type ErasureMark } from './erasure';
 import { documentFrequencies, termKey } from './terms';
 
 /** The id a written entry derives: by its idempotency key, else by its content and time. */
@@ -223,10 +223,17 @@ export async function findCandidates(store: Store, f: CandidateFilter): Promise<
  * A recall's record. The recall may have read an entry that `forget` erased since: the record
  * goes in first and looks for erasure tombstones after, while `forget` writes its tombstone
  * before it cleans the query log, so in any interleaving one of the two removes it
- * (docs/invariants.md, Erasure wins).
+ * (docs/invariants.md, Erasure wins). With `before`, the agent's erasure mark read before the
+ * recall read any entry, the look is skipped when the mark says no erasure could have raced it.
  */
-export async function logQuery(store: Store, record: Omit<QueryLogRecord, 'day'>): Promise<void> {
+export async function logQuery(
+  store: Store,
+  record: Omit<QueryLogRecord, 'day'>,
+  before?: ErasureMark,
+): Promise<void> {
   await store.queries.insertOne({ ...record, day: dayOf(record.at) });
+  // One read instead of a read per hit, when no erasure can have raced the recall.
+  if (quietBetween(before, await erasureMark(store, record.agentId))) return;
   if ((await erasedAmong(store, record.agentId, record.hitIds)).size > 0) {
     await store.queries.deleteOne({ _id: record._id, agentId: record.agentId });
   }

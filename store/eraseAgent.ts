@@ -3,6 +3,7 @@ import { ERASED, inBatches, isErasure, type Store, type Tombstone } from './db';
 import { listKeys, revokeKey } from './keys';
 import { releaseAgentClaims } from './quotas';
 import { TIERS, tierCollection } from './tiers';
+import { beginErasure } from './erasure';
 import { dropVectors } from './vectors';
 
 /**
@@ -67,6 +68,8 @@ export async function eraseAgentMemory(
   opts: { at: number; batch: number; onBatch: () => void },
 ): Promise<MemoryErased> {
   const { at, batch, onBatch } = opts;
+  // Under way until the agent's record goes (eraseAgentRecords): recalls look at their hits.
+  await beginErasure(store, agentId, '*');
   const erased: MemoryErased = { tombstoned: 0, entriesRemoved: 0, vectorsCleared: 0 };
   await shredAgentContentKeys(store, agentId);
   for await (const page of inBatches(store.entryIds, { agentId }, batch, { _id: 1 })) {

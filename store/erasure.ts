@@ -9,6 +9,51 @@ import { dropVectors } from './vectors';
 
 /** Entries leaving the store: an erasure's claim on ids, and a delete from both tiers. */
 
+/**
+ * An agent's erasures as one read sees them: how many are under way, and how many have ended.
+ * A recall reads it before it reads any entry and again once its query log record is in: when
+ * no erasure was under way at either read and none ended between them, no entry it read was
+ * erased before its record could be found by the erasure's clean-up of the query log, and the
+ * record needs no look at its hits' tombstones (store/entries.ts, logQuery). Absent for an
+ * agent with no record (never written, or erased whole): the hits are looked at.
+ */
+export interface ErasureMark {
+  erasing: number;
+  erasures: number;
+}
+
+export async function erasureMark(store: Store, agentId: string): Promise<ErasureMark | undefined> {
+  const record = await store.agents.findOne({ _id: agentId }, { projection: { erasing: 1, erasures: 1 } });
+  return record ? { erasing: record.erasing?.length ?? 0, erasures: record.erasures ?? 0 } : undefined;
+}
+
+/** Whether no erasure was under way at either mark, and none ended between them. */
+export function quietBetween(before: ErasureMark | undefined, after: ErasureMark | undefined): boolean {
+  return (
+    before !== undefined &&
+    after !== undefined &&
+    before.erasing === 0 &&
+    after.erasing === 0 &&
+    before.erasures === after.erasures
+  );
+}
+
+/**
+ * An erasure of `id` (`*`: the whole agent) is under way from before its first write until
+ * `endErasure`: recalls meanwhile look at their hits' tombstones (ErasureMark). Idempotent.
+ */
+export async function beginErasure(store: Store, agentId: string, id: string): Promise<void> {
+  await store.agents.updateOne({ _id: agentId }, { $addToSet: { erasing: id } });
+}
+
+/** The erasure of `id` is over: every copy it removes is gone, the query log cleaned. */
+export async function endErasure(store: Store, agentId: string, id: string): Promise<void> {
+  await store.agents.updateOne(
+    { _id: agentId, erasing: id },
+    { $pull: { erasing: id }, $inc: { erasures: 1 } },
+  );
+}
+
 /** Which of `ids` an erasure has claimed (its tombstone, or that of a summary removed with it), by point reads. */
 export async function erasedAmong(
   store: Store,

@@ -23,6 +23,7 @@ import {
 import { allWithin } from '../core/allWithin';
 import { CALL_FAN_OUT, type QueryLogRecord, type Store, type Tombstone } from './db';
 import { findCandidates, logQuery, relogHits } from './entries';
+import { erasureMark } from './erasure';
 import { termKey } from './terms';
 import { findHitView, locateEntry, locateHitView } from './tiers';
 import { previousRunAsOf } from './runs';
@@ -371,6 +372,8 @@ export async function recall(
   const now = req.asOf ?? Date.now();
   const queryTerms = queryTermsOf(req.query);
   const logId = randomUUID();
+  // Before any entry is read: what an erasure racing this recall would change (logQuery).
+  const before = await erasureMark(store, req.agentId);
   let lexicalRead = false;
   const [{ ranked: candidates, overBudget }, stones, arm] = await Promise.all([
     findCandidates(store, { agentId: req.agentId, terms: queryTerms, now, deep: req.deep }).then((found) => {
@@ -420,7 +423,7 @@ export async function recall(
     const scale = { k: req.k, background: arm.background, halfLifeMs: policy.halfLifeMs };
     const expected = expectedHits(arm, now, lexical, scale);
     // Settled here, awaited below: a failure must not go unhandled while the reads run.
-    const logged = logQuery(store, record(expected)).then(
+    const logged = logQuery(store, record(expected), before).then(
       () => undefined,
       (err: unknown) => ({ failed: err }),
     );
@@ -453,7 +456,7 @@ export async function recall(
     result.missing = missing;
   }
   if (!early) {
-    await logQuery(store, record(hits));
+    await logQuery(store, record(hits), before);
   } else {
     const settled = await early.logged;
     if (settled) throw settled.failed;

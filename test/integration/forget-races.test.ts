@@ -6,6 +6,8 @@ import { seededRandom } from '../../core/seededRandom';
 import { terms } from '../../core/text';
 import type { QueryLogRecord } from '../../store/db';
 import { logQuery, relogHits } from '../../store/entries';
+import { beginErasure, deleteEntry, endErasure } from '../../store/erasure';
+import { eraseFromQueryLog, tombstoneErasure } from '../../store/forget';
 import { termKey } from '../../store/terms';
 import { useTestEnv } from '../support/env';
 import { interleaveOnce } from '../support/faults';
@@ -188,6 +190,72 @@ describe('forget racing a night and a recall', () => {
     }
     expect(await env.store.queries.countDocuments({ agentId, hitIds: secret })).toBe(0);
     await expectVerified(env, agentId);
+  }, 300_000);
+
+  it('an erasure under way when a recall logs, though its clean-up of the query log is done', async () => {
+    const agentId = env.agent('race-under-way');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [SECRET, ...OTHERS].map((text) => ({ text, salience: 0.9 })),
+    });
+    const secret = entries[0]!.id;
+    const at = Date.now();
+    const store = env.store as { queries: typeof env.store.queries };
+    const queries = store.queries;
+    // Between the recall's reads and its record: an erasure that has removed the entry and
+    // cleaned the query log, and has not ended (its summaries are still being worded).
+    store.queries = new Proxy(queries, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        const bound = (value as (...a: unknown[]) => unknown).bind(target);
+        if (prop !== 'insertOne') return bound;
+        return async (...args: unknown[]) => {
+          if ((args[0] as QueryLogRecord).hitIds.includes(secret)) {
+            await beginErasure(env.store, agentId, secret);
+            await tombstoneErasure(env.store, agentId, secret, at);
+            await deleteEntry(env.store, agentId, secret);
+            await eraseFromQueryLog(env.store, agentId, secret);
+          }
+          return bound(...args);
+        };
+      },
+    });
+    try {
+      const { hits } = await env.client.recall({ agentId, query: 'vault combination' });
+      expect(hits.map((h) => h.id)).toContain(secret);
+    } finally {
+      store.queries = queries;
+    }
+    expect(await env.store.queries.countDocuments({ agentId, hitIds: secret })).toBe(0);
+    await endErasure(env.store, agentId, secret);
+  }, 300_000);
+
+  it('with no erasure under way or ended since it began, a recall logs without a look at its hits', async () => {
+    const agentId = env.agent('quiet-log');
+    await env.client.write({
+      agentId,
+      entries: [SECRET, ...OTHERS].map((text) => ({ text, salience: 0.9 })),
+    });
+    const store = env.store as { tombstones: typeof env.store.tombstones };
+    const tombstones = store.tombstones;
+    let looked = 0;
+    store.tombstones = new Proxy(tombstones, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        if (prop === 'findOne') looked++;
+        return (value as (...a: unknown[]) => unknown).bind(target);
+      },
+    });
+    try {
+      const { hits } = await env.client.recall({ agentId, query: 'vault combination boiler' });
+      expect(hits.length).toBeGreaterThan(1);
+    } finally {
+      store.tombstones = tombstones;
+    }
+    expect(looked).toBe(0);
+    expect(await env.store.queries.countDocuments({ agentId })).toBe(1);
   }, 300_000);
 
   it('between a hybrid recall logging the hits it expected and setting the ones it found', async () => {
