@@ -32,34 +32,23 @@
  * p99 between the smallest and largest size.
  */
 import { buildEntry, memoryPolicy, type Entry, type Tier } from '../core/entry';
-import { recallStateOf } from '../core/recall';
 import { DAY_MS } from '../core/salience';
 import { entryId } from '../core/ids';
 import { settledEntry } from '../store/entries';
 import { adjustDocumentFrequencies } from '../store/terms';
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { promisify } from 'node:util';
 import { MemgateClient } from '../client/client';
 import type { RecallResult } from '../store/recall';
 import { SAVE_DELAY_MS } from '../store/vectorIndexes';
-import { createEmbedder } from '../llm';
-import { listQuestions, loadQuestion } from '../audit/longMemEval';
-import { encodeVector, feedKey } from '../store/vectors';
-import { openEmbeddingCache } from '../llm/embeddingCache';
-import { embeddingCacheDir } from '../stack/stack';
 import { emit, growthExponent, percentile, round, startBenchEnv } from './support';
+import { baseVectors, prng, vectorRecords } from './vectors';
 
 const run = promisify(execFile);
 const SIZES = (process.env.BENCH_RECALL_SIZES ?? '10000,50000,250000').split(',').map(Number);
 const QUERIES = Number(process.env.BENCH_RECALL_QUERIES ?? 200);
-const BASE_VECTORS = Number(process.env.BENCH_RECALL_BASE_VECTORS ?? 2000);
-const DATA =
-  process.env.BENCH_RETRIEVAL_DATA ?? resolve(__dirname, '..', '..', 'shared', 'data', 'longmemeval-s');
-/** Per-dimension noise that leaves a perturbed unit vector at cosine ≈ 0.9 with its base (384 dimensions). */
-const NOISE = Math.sqrt((1 / 0.81 - 1) / 384);
 const BATCH = 1000;
 /** Entries (half hot, half cold) that land after the index has loaded: its growth, measured. */
 const GROW = Number(process.env.BENCH_RECALL_GROW ?? 10_000) / 2;
@@ -80,80 +69,21 @@ const SUBJECTS = [
 ];
 const TOPICS = 2500;
 
-/** Deterministic pseudo-random numbers, so every run loads the same store. */
-function prng(seed: number) {
-  return () => {
-    seed = (seed * 1664525 + 1013904223) >>> 0;
-    return seed / 2 ** 32;
-  };
-}
-
-/** Texts whose real embeddings seed the bench's vectors: the user turns of the LongMemEval sample. */
-function baseTexts(): string[] {
-  if (!existsSync(DATA))
-    throw new Error(`no LongMemEval data at ${DATA} (BENCH_RETRIEVAL_DATA names another folder)`);
-  const texts = new Set<string>();
-  for (const ref of listQuestions(DATA)) {
-    for (const session of loadQuestion(ref).haystack_sessions) {
-      for (const turn of session) if (turn.role === 'user') texts.add(turn.content);
-      if (texts.size >= BASE_VECTORS) return [...texts];
-    }
-  }
-  return [...texts];
-}
-
-function gaussian(rand: () => number): number {
-  return Math.sqrt(-2 * Math.log(1 - rand())) * Math.cos(2 * Math.PI * rand());
-}
-
 async function main() {
   const env = await startBenchEnv();
-  if (!('url' in env.endpoints.embeddings)) {
-    throw new Error(`hybrid recall needs an embeddings endpoint: ${env.endpoints.embeddings.unavailable}`);
-  }
-  const embeddingsUrl = env.endpoints.embeddings.url;
-  const embedder = createEmbedder(env.config, embeddingsUrl);
-  const cache = openEmbeddingCache(embeddingCacheDir(env.config), embedder.model, embedder.dimensions);
-  const texts = baseTexts();
-  await cache.fill(embedder, 'passage', texts, (done, missing) =>
-    console.error(`[recall] base vectors: embedded ${done}/${missing}`),
-  );
-  const bases = texts.map((t) => cache.get('passage', t)!);
-  cache.close();
+  const bases = await baseVectors(env, 'recall');
+  const embeddingsUrl = (env.endpoints.embeddings as { url: string }).url;
+  const texts = bases.texts;
   // The lexical arm: the same store and queries, with no embeddings endpoint.
   const lexical = await MemgateClient.connect(env.config, {
     ...env.endpoints,
     embeddings: { unavailable: 'the lexical arm of the benchmark' },
   });
-  const vrand = prng(7);
   let seq = 0;
   /** Vector records for the entries, as the agent's workflow leaves them, and the feed counter. */
   async function vectorsFor(entries: { entry: Entry; tier: Tier }[]) {
-    const records = entries.map(({ entry: e, tier }, i) => {
-      const base = bases[(seq + i) % bases.length]!;
-      const v = new Float32Array(base.length);
-      let norm = 0;
-      for (let d = 0; d < v.length; d++) {
-        v[d] = base[d]! + NOISE * gaussian(vrand);
-        norm += v[d]! * v[d]!;
-      }
-      for (let d = 0; d < v.length; d++) v[d]! /= Math.sqrt(norm);
-      const n = seq + i + 1;
-      return {
-        _id: e._id,
-        agentId,
-        model: embedder.model,
-        dimensions: embedder.dimensions,
-        vector: encodeVector(v),
-        textHash: '',
-        recall: recallStateOf(e, tier),
-        seq: n,
-        feedKey: feedKey(agentId, n),
-        at: now,
-      };
-    });
+    await store.vectors.insertMany(vectorRecords(bases, agentId, entries, seq + 1, now), { ordered: false });
     seq += entries.length;
-    await store.vectors.insertMany(records, { ordered: false });
     await store.vectorFeeds.updateOne({ _id: agentId }, { $set: { seq } }, { upsert: true });
   }
   const policy = memoryPolicy(env.config);
@@ -348,7 +278,7 @@ async function main() {
       sizes,
       growthExponent: growthExponent(sizes, (s) => s.p99Ms),
       hybridGrowthExponent: growthExponent(sizes, (s) => s.hybrid.p99Ms),
-      vectors: `real embeddings of ${bases.length} LongMemEval user turns (${embedder.model}), each entry's perturbed to cosine ≈ 0.9`,
+      vectors: `real embeddings of ${bases.vectors.length} LongMemEval user turns (${bases.model}), each entry's perturbed to cosine ≈ 0.9`,
       rssMb: round(process.memoryUsage().rss / 2 ** 20, 0),
     });
   } finally {

@@ -37,10 +37,24 @@ export interface ConnectionBudget {
    * the command ends) and one for its write, so at most `commands - 1`.
    */
   updatesPerCommand: number;
+  /**
+   * An unordered bulk write (its statements independent of one another) is sent as commands
+   * of at most `statements` statements, `inFlight` of them at once: the server runs a
+   * command's statements one after another, each its own transaction, so independent
+   * statements finish sooner side by side than in one command. Together they hold at most
+   * `inFlight × (statements + 1)` units, no more than the commands may.
+   */
+  unordered: { statements: number; inFlight: number };
 }
 
 /** More statements per command saves round trips but not work; 16 amortises the trip. */
 const MAX_UPDATES_PER_COMMAND = 16;
+
+/**
+ * Commands of one unordered bulk write in flight at once, at most: enough to keep a server's
+ * transactions overlapping, few enough to leave other callers room in the queue.
+ */
+const UNORDERED_IN_FLIGHT = 8;
 
 /** The least budget with room for a cursor and a one-statement update beside it. */
 export const MIN_CONNECTIONS_PER_PROCESS = 3;
@@ -56,12 +70,13 @@ export function connectionBudget(share: StoreShare): ConnectionBudget {
   // for commands: there are few such cursors, and many point reads and writes.
   const cursors = Math.max(1, Math.floor(perProcess / 5));
   const commands = perProcess - cursors;
-  return {
-    perProcess,
-    cursors,
-    commands,
-    updatesPerCommand: Math.min(MAX_UPDATES_PER_COMMAND, commands - 1),
-  };
+  const updatesPerCommand = Math.min(MAX_UPDATES_PER_COMMAND, commands - 1);
+  // One bulk write's commands in flight hold at most half the commands' units (a
+  // one-statement update needs two), the rest left to other callers.
+  const half = Math.floor(commands / 2);
+  const inFlight = Math.min(UNORDERED_IN_FLIGHT, Math.max(1, Math.floor(half / 2)));
+  const statements = Math.max(1, Math.min(updatesPerCommand, Math.floor(half / inFlight) - 1));
+  return { perProcess, cursors, commands, updatesPerCommand, unordered: { statements, inFlight } };
 }
 
 /** Admission refused: the units were not free before the deadline. */

@@ -16,6 +16,7 @@ import {
   type Document,
 } from 'mongodb';
 import { Admission, AdmissionTimeout, connectionBudget, type ConnectionBudget } from '../core/admission';
+import { allWithin } from '../core/allWithin';
 import type { Config } from '../core/config';
 import { StackUnavailableError } from '../core/errors';
 
@@ -280,7 +281,11 @@ class Guard {
 
   /**
    * A bulk write in commands of at most `updatesPerCommand` statements, one after another in
-   * the caller's order, each admitted for the connections its updates can hold.
+   * the caller's order, each admitted for the connections its updates can hold. An unordered
+   * one (`ordered: false`) is sent in smaller commands a few at a time (`unordered` of the
+   * budget): its statements are independent, and the server runs those of one command one
+   * after another. Every command is sent, whatever another's outcome; the first failure is
+   * thrown once all have settled.
    */
   async bulkWrite<T extends Document>(
     operation: string,
@@ -294,9 +299,12 @@ class Guard {
     >
   > {
     const total = { deletedCount: 0, matchedCount: 0, modifiedCount: 0, upsertedCount: 0, insertedCount: 0 };
-    const size = this.limits.budget.updatesPerCommand;
-    for (let i = 0; i < ops.length; i += size) {
-      const chunk = ops.slice(i, i + size);
+    const { budget } = this.limits;
+    const unordered = options.ordered === false;
+    const size = unordered ? budget.unordered.statements : budget.updatesPerCommand;
+    const chunks: AnyBulkWriteOperation<T>[][] = [];
+    for (let i = 0; i < ops.length; i += size) chunks.push(ops.slice(i, i + size));
+    const send = async (chunk: AnyBulkWriteOperation<T>[]) => {
       const updates = chunk.filter(
         (op) => !('deleteOne' in op || 'deleteMany' in op || 'insertOne' in op),
       ).length;
@@ -308,7 +316,18 @@ class Guard {
       total.modifiedCount += res.modifiedCount;
       total.upsertedCount += res.upsertedCount;
       total.insertedCount += res.insertedCount;
+    };
+    if (!unordered) {
+      for (const chunk of chunks) await send(chunk);
+      return total;
     }
+    let failure: { err: unknown } | undefined;
+    await allWithin(chunks, budget.unordered.inFlight, (chunk) =>
+      send(chunk).catch((err: unknown) => {
+        failure ??= { err };
+      }),
+    );
+    if (failure) throw failure.err;
     return total;
   }
 

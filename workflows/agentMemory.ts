@@ -34,9 +34,9 @@ const MAX_CARRIED_UNEMBEDDED = 2_000;
  * so a burst is acknowledged as fast as with no embeddings at all (docs/invariants.md,
  * Writes come first). One timer a pause, not one a write: a write cancels nothing.
  */
-const EMBED_AFTER_QUIET_MS = 1_000;
+export const EMBED_AFTER_QUIET_MS = 1_000;
 /** Under writes that never pause, an entry waits at most this long for its vector. */
-const EMBED_MAX_WAIT_MS = 60_000;
+export const EMBED_MAX_WAIT_MS = 60_000;
 
 export const agentMemoryInputSchema = z.strictObject({
   agentId: agentIdSchema,

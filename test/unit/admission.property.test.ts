@@ -42,6 +42,19 @@ describe('the connection budget', () => {
     );
   });
 
+  it('sends an unordered bulk write in commands that together hold at most half the commands, or one command', () => {
+    fc.assert(
+      fc.property(shares, (share) => {
+        const { commands, updatesPerCommand, unordered } = connectionBudget(share);
+        expect(unordered.statements).toBeGreaterThanOrEqual(1);
+        expect(unordered.statements).toBeLessThanOrEqual(updatesPerCommand);
+        expect(unordered.inFlight).toBeGreaterThanOrEqual(1);
+        const held = unordered.inFlight * (unordered.statements + 1);
+        expect(held <= Math.floor(commands / 2) || (unordered.inFlight === 1 && held <= commands)).toBe(true);
+      }),
+    );
+  });
+
   it('refuses a share too small to hold a cursor and an update beside it', () => {
     expect(() => connectionBudget({ connections: 10, processes: 4 })).toThrow(RangeError);
     expect(connectionBudget({ connections: 200, processes: 8 })).toEqual({
@@ -49,6 +62,7 @@ describe('the connection budget', () => {
       cursors: 5,
       commands: 20,
       updatesPerCommand: 16,
+      unordered: { statements: 1, inFlight: 5 },
     });
   });
 });
