@@ -82,6 +82,37 @@ async function expectErased(
   for (const { colour } of erased) for (const hit of hits) expect(hit.text).not.toContain(colour);
 }
 
+/**
+ * A recall of the secret, run in this process on the client's store, whose query-log record
+ * waits for `step` when it holds the secret: a race between the recall's reads and its log.
+ */
+async function recallLoggingAfter(
+  agentId: string,
+  secret: string,
+  step: () => Promise<unknown>,
+): Promise<void> {
+  const store = env.store as { queries: typeof env.store.queries };
+  const queries = store.queries;
+  store.queries = new Proxy(queries, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== 'function') return value;
+      const bound = (value as (...a: unknown[]) => unknown).bind(target);
+      if (prop !== 'insertOne') return bound;
+      return async (...args: unknown[]) => {
+        if ((args[0] as QueryLogRecord).hitIds.includes(secret)) await step();
+        return bound(...args);
+      };
+    },
+  });
+  try {
+    const { hits } = await env.client.recall({ agentId, query: 'vault combination' });
+    expect(hits.map((h) => h.id)).toContain(secret);
+  } finally {
+    store.queries = queries;
+  }
+}
+
 describe('forgets racing over the sources of one summary', () => {
   it('a second forget landing inside the first one’s rebuild of the summary', async () => {
     const { agentId, sources, summaryId } = await summarisedSources('race-two-forgets', 3);
@@ -165,29 +196,7 @@ describe('forget racing a night and a recall', () => {
       entries: [SECRET, ...OTHERS].map((text) => ({ text, salience: 0.9 })),
     });
     const secret = entries[0]!.id;
-    // The recall runs in this process, on the client's store: its query log is wrapped.
-    const store = env.store as { queries: typeof env.store.queries };
-    const queries = store.queries;
-    store.queries = new Proxy(queries, {
-      get(target, prop, receiver) {
-        const value: unknown = Reflect.get(target, prop, receiver);
-        if (typeof value !== 'function') return value;
-        const bound = (value as (...a: unknown[]) => unknown).bind(target);
-        if (prop !== 'insertOne') return bound;
-        return async (...args: unknown[]) => {
-          if ((args[0] as QueryLogRecord).hitIds.includes(secret)) {
-            await env.client.forget({ agentId, entryId: secret });
-          }
-          return bound(...args);
-        };
-      },
-    });
-    try {
-      const { hits } = await env.client.recall({ agentId, query: 'vault combination' });
-      expect(hits.map((h) => h.id)).toContain(secret);
-    } finally {
-      store.queries = queries;
-    }
+    await recallLoggingAfter(agentId, secret, () => env.client.forget({ agentId, entryId: secret }));
     expect(await env.store.queries.countDocuments({ agentId, hitIds: secret })).toBe(0);
     await expectVerified(env, agentId);
   }, 300_000);
@@ -200,33 +209,14 @@ describe('forget racing a night and a recall', () => {
     });
     const secret = entries[0]!.id;
     const at = Date.now();
-    const store = env.store as { queries: typeof env.store.queries };
-    const queries = store.queries;
     // Between the recall's reads and its record: an erasure that has removed the entry and
     // cleaned the query log, and has not ended (its summaries are still being worded).
-    store.queries = new Proxy(queries, {
-      get(target, prop, receiver) {
-        const value: unknown = Reflect.get(target, prop, receiver);
-        if (typeof value !== 'function') return value;
-        const bound = (value as (...a: unknown[]) => unknown).bind(target);
-        if (prop !== 'insertOne') return bound;
-        return async (...args: unknown[]) => {
-          if ((args[0] as QueryLogRecord).hitIds.includes(secret)) {
-            await beginErasure(env.store, agentId, secret);
-            await tombstoneErasure(env.store, agentId, secret, at);
-            await deleteEntry(env.store, agentId, secret);
-            await eraseFromQueryLog(env.store, agentId, secret);
-          }
-          return bound(...args);
-        };
-      },
+    await recallLoggingAfter(agentId, secret, async () => {
+      await beginErasure(env.store, agentId, secret);
+      await tombstoneErasure(env.store, agentId, secret, at);
+      await deleteEntry(env.store, agentId, secret);
+      await eraseFromQueryLog(env.store, agentId, secret);
     });
-    try {
-      const { hits } = await env.client.recall({ agentId, query: 'vault combination' });
-      expect(hits.map((h) => h.id)).toContain(secret);
-    } finally {
-      store.queries = queries;
-    }
     expect(await env.store.queries.countDocuments({ agentId, hitIds: secret })).toBe(0);
     await endErasure(env.store, agentId, secret);
   }, 300_000);
