@@ -7,7 +7,7 @@ import { createAuditActivities } from '../audit/activities';
 import { withTypedFailures } from './failures';
 import { createEraseAgentActivities } from './eraseAgent';
 import { createForgetActivities } from './forget';
-import { withLiveness } from './liveness';
+import { inBackground, withLiveness } from './liveness';
 import { createNightlyActivities } from './nightly';
 import { createPolicyActivities } from './policy';
 import { createRestoreActivities } from './restore';
@@ -28,16 +28,18 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   // The local models, or the OpenAI-compatible ones when OPENAI_BASE_URL is set.
   const models = createModels(deps.config);
-  const { embedEntries, embedPhase, markForReembedding, reembedAwaiting } = withLiveness(
-    createEmbedActivities(deps.store, deps.config, deps.embeddings),
+  const { embedEntries, embedPhase, markForReembedding, reembedAwaiting } = inBackground(
+    withLiveness(createEmbedActivities(deps.store, deps.config, deps.embeddings)),
   );
   return withTypedFailures({
     ...createPolicyActivities(deps.store),
     ...createWriteActivities(deps.store),
-    ...withLiveness(createNightlyActivities(deps.store, deps.config, models.summariser, deps.vectorIndexes)),
+    ...inBackground(
+      withLiveness(createNightlyActivities(deps.store, deps.config, models.summariser, deps.vectorIndexes)),
+    ),
     ...withLiveness(createForgetActivities(deps.store, models.summariser)),
     ...withLiveness(createRestoreActivities(deps.store)),
-    ...withLiveness(createEraseAgentActivities(deps.store, deps.config)),
+    ...inBackground(withLiveness(createEraseAgentActivities(deps.store, deps.config))),
     embedEntries,
     embedPhase,
     markForReembedding,

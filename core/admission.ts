@@ -32,6 +32,8 @@ export interface ConnectionBudget {
   cursors: number;
   /** Units for every other command, for the length of one command (or one cursor read whole). */
   commands: number;
+  /** What background work may hold of `commands` (WorkClass). */
+  background: BackgroundLimits;
   /**
    * Statements per `update` command: one connection for each statement's query (held until
    * the command ends) and one for its write, so at most `commands - 1`.
@@ -56,6 +58,12 @@ const MAX_UPDATES_PER_COMMAND = 16;
  */
 const UNORDERED_IN_FLIGHT = 8;
 
+/**
+ * Callers count as active this long after their last store command: a caller's think time
+ * between calls is usually shorter, so background work stays low through it.
+ */
+const CALLERS_ACTIVE_FOR_MS = 1_000;
+
 /** The least budget with room for a cursor and a one-statement update beside it. */
 export const MIN_CONNECTIONS_PER_PROCESS = 3;
 
@@ -76,7 +84,21 @@ export function connectionBudget(share: StoreShare): ConnectionBudget {
   const half = Math.floor(commands / 2);
   const inFlight = Math.min(UNORDERED_IN_FLIGHT, Math.max(1, Math.floor(half / 2)));
   const statements = Math.max(1, Math.min(updatesPerCommand, Math.floor(half / inFlight) - 1));
-  return { perProcess, cursors, commands, updatesPerCommand, unordered: { statements, inFlight } };
+  const background = {
+    // A tenth of the commands while callers are active (docs/serving.md, Tenant against tenant,
+    // measured); a quarter kept free for them otherwise.
+    whileActive: Math.max(1, Math.floor(commands / 10)),
+    whileQuiet: commands - Math.max(1, Math.floor(commands / 4)),
+    activeForMs: CALLERS_ACTIVE_FOR_MS,
+  };
+  return {
+    perProcess,
+    cursors,
+    commands,
+    background,
+    updatesPerCommand,
+    unordered: { statements, inFlight },
+  };
 }
 
 /** Admission refused: the units were not free before the deadline. */
@@ -89,21 +111,62 @@ export class AdmissionTimeout extends Error {
   }
 }
 
+/**
+ * Whom a command serves: a caller waiting for its answer (a write's acknowledgement, a
+ * recall), or work nobody waits on call by call (the night, embedding, erasing an agent, a
+ * deep recall's walk of both tiers). Interactive commands go first, and while callers are
+ * active background work holds few units, so a tenant's heavy work slows another's calls by
+ * little more than the few commands it has running (docs/serving.md, Tenant against tenant, measured).
+ */
+export type WorkClass = 'interactive' | 'background';
+
+/** How many units background work may hold: while callers are active, and while they are not. */
+export interface BackgroundLimits {
+  /**
+   * While an interactive command runs, waits or ended less than `activeForMs` ago. A command
+   * admitted holds the server's CPU until it ends, so a caller's commands compete with every
+   * background command already running: few, so that a caller's latency stays near its idle figure.
+   */
+  whileActive: number;
+  /** Otherwise: the night runs at the store's pace when nobody waits on it. */
+  whileQuiet: number;
+  /**
+   * How long callers count as active after their last command: longer than the pauses between
+   * one caller's calls, so background work does not fill the server in each pause.
+   */
+  activeForMs: number;
+}
+
 interface Waiter {
   units: number;
   grant: () => void;
 }
 
 /**
- * A counting semaphore of `capacity` units, granted first come first served: a command that
- * needs many units is not overtaken for ever by commands that need one.
+ * A counting semaphore of `capacity` units, granted first come first served within each
+ * class, interactive before background: a command that needs many units is not overtaken for
+ * ever by commands of its class that need one. Background commands together hold at most
+ * what `BackgroundLimits` allow (any one may hold more, alone), and a background waiter is
+ * granted before interactive ones once `capacity` of them have passed it: background work is
+ * slowed, never stopped.
  */
 export class Admission {
   private free: number;
-  private readonly queue: Waiter[] = [];
+  private backgroundInUse = 0;
+  private interactiveInUse = 0;
+  private lastInteractiveAt = -Infinity;
+  /** Interactive grants since the head of the background queue began to wait. */
+  private passedBackground = 0;
+  private quietTimer: NodeJS.Timeout | undefined;
+  private readonly queues: Record<WorkClass, Waiter[]> = { interactive: [], background: [] };
+  private readonly background: BackgroundLimits;
 
-  constructor(readonly capacity: number) {
+  constructor(
+    readonly capacity: number,
+    background?: BackgroundLimits,
+  ) {
     this.free = capacity;
+    this.background = background ?? { whileActive: capacity, whileQuiet: capacity, activeForMs: 0 };
   }
 
   /** Units in use now (metrics, tests). */
@@ -112,7 +175,7 @@ export class Admission {
   }
 
   /** Resolves with a release function once `units` are free, or rejects at `deadline` (epoch ms). */
-  acquire(units: number, deadline: number): Promise<() => void> {
+  acquire(units: number, deadline: number, workClass: WorkClass = 'interactive'): Promise<() => void> {
     if (!Number.isInteger(units) || units < 1 || units > this.capacity) {
       return Promise.reject(new RangeError(`cannot admit ${units} of ${this.capacity} units`));
     }
@@ -122,10 +185,16 @@ export class Admission {
       if (released) return;
       released = true;
       this.free += units;
+      if (workClass === 'background') this.backgroundInUse -= units;
+      else {
+        this.interactiveInUse -= units;
+        this.lastInteractiveAt = Date.now();
+      }
       this.drain();
     };
-    if (this.queue.length === 0 && this.free >= units) {
-      this.free -= units;
+    const queue = this.queues[workClass];
+    if (this.mayGoFirst(workClass) && this.fits(units, workClass)) {
+      this.take(units, workClass);
       return Promise.resolve(release);
     }
     return new Promise((resolve, reject) => {
@@ -138,24 +207,80 @@ export class Admission {
       };
       const timer = setTimeout(
         () => {
-          const at = this.queue.indexOf(waiter);
+          const at = queue.indexOf(waiter);
           if (at < 0) return;
-          this.queue.splice(at, 1);
+          queue.splice(at, 1);
+          if (workClass === 'background' && at === 0) this.passedBackground = 0;
           // The head may have been the one that held the others back.
           this.drain();
           reject(new AdmissionTimeout(Date.now() - started, units));
         },
         Math.max(0, deadline - Date.now()),
       );
-      this.queue.push(waiter);
+      queue.push(waiter);
     });
   }
 
+  private callersActive(): boolean {
+    return (
+      this.interactiveInUse > 0 ||
+      this.queues.interactive.length > 0 ||
+      Date.now() - this.lastInteractiveAt < this.background.activeForMs
+    );
+  }
+
+  private fits(units: number, workClass: WorkClass): boolean {
+    if (this.free < units) return false;
+    if (workClass === 'interactive' || this.backgroundInUse === 0) return true;
+    const limit = this.callersActive() ? this.background.whileActive : this.background.whileQuiet;
+    return this.backgroundInUse + units <= limit;
+  }
+
+  private take(units: number, workClass: WorkClass): void {
+    this.free -= units;
+    if (workClass === 'background') {
+      this.backgroundInUse += units;
+      this.passedBackground = 0;
+    } else {
+      this.interactiveInUse += units;
+      this.lastInteractiveAt = Date.now();
+      if (this.queues.background.length > 0) this.passedBackground++;
+    }
+  }
+
+  /** Whether a new request of this class may be granted before every waiter. */
+  private mayGoFirst(workClass: WorkClass): boolean {
+    const { interactive, background } = this.queues;
+    if (workClass === 'background') return background.length === 0 && interactive.length === 0;
+    return interactive.length === 0 && !(background.length > 0 && this.passedBackground >= this.capacity);
+  }
+
+  /** Whose waiter goes next: interactive, unless background has been passed long enough. */
+  private nextClass(): WorkClass | undefined {
+    const { interactive, background } = this.queues;
+    if (background.length > 0 && (interactive.length === 0 || this.passedBackground >= this.capacity)) {
+      return 'background';
+    }
+    return interactive.length > 0 ? 'interactive' : undefined;
+  }
+
   private drain(): void {
-    while (this.queue.length > 0 && this.free >= this.queue[0]!.units) {
-      const next = this.queue.shift()!;
-      this.free -= next.units;
-      next.grant();
+    for (let next = this.nextClass(); next; next = this.nextClass()) {
+      const head = this.queues[next][0]!;
+      if (!this.fits(head.units, next)) {
+        // Background waiting only for callers to go quiet: look again when they have.
+        if (next === 'background' && this.free >= head.units && !this.quietTimer) {
+          this.quietTimer = setTimeout(() => {
+            this.quietTimer = undefined;
+            this.drain();
+          }, this.background.activeForMs);
+          this.quietTimer.unref();
+        }
+        return;
+      }
+      this.queues[next].shift();
+      this.take(head.units, next);
+      head.grant();
     }
   }
 }

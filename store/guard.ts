@@ -19,6 +19,7 @@ import { Admission, AdmissionTimeout, connectionBudget, type ConnectionBudget } 
 import { allWithin } from '../core/allWithin';
 import type { Config } from '../core/config';
 import { StackUnavailableError } from '../core/errors';
+import { currentWorkClass } from './workClass';
 
 export interface StoreLimits {
   /** The longest any one store call (or one batch of a cursor) may take, admission included. */
@@ -62,7 +63,7 @@ function admissionFor(server: string, budget: ConnectionBudget) {
     const admission = {
       budget,
       cursors: new Admission(budget.cursors),
-      commands: new Admission(budget.commands),
+      commands: new Admission(budget.commands, budget.background),
     };
     processAdmissions.set(server, admission);
     return admission;
@@ -211,7 +212,7 @@ class Guard {
     deadline: number,
   ): Promise<() => void> {
     try {
-      return await pool.acquire(units, deadline);
+      return await pool.acquire(units, deadline, currentWorkClass());
     } catch (err) {
       if (err instanceof AdmissionTimeout) {
         throw timedOut(

@@ -1,3 +1,4 @@
+import { asBackground } from './workClass';
 import { randomUUID } from 'node:crypto';
 import type { MemoryPolicy } from '../core/entry';
 import { backgroundOf, foundByMeaning, semanticDepth, semanticShare, type Background } from '../core/hybrid';
@@ -363,7 +364,20 @@ export async function assertAsOfKept(
  * agent's nearest neighbours join the lexical candidates (hybrid); without one, recall is
  * lexical and its result says why. The lexical reads do not wait for the query's embedding.
  */
-export async function recall(
+export function recall(
+  store: Store,
+  req: RecallRequest,
+  policy: MemoryPolicy,
+  semantic: Promise<SemanticQuery>,
+): Promise<RecallResult> {
+  // A deep recall reads both tiers and up to twice the postings, for a caller who asked for
+  // everything: it yields the store to recalls and writes that read a handful.
+  return req.deep
+    ? asBackground(() => recallNow(store, req, policy, semantic))
+    : recallNow(store, req, policy, semantic);
+}
+
+async function recallNow(
   store: Store,
   req: RecallRequest,
   policy: MemoryPolicy,

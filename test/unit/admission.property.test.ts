@@ -5,6 +5,7 @@ import {
   AdmissionTimeout,
   connectionBudget,
   MIN_CONNECTIONS_PER_PROCESS,
+  type WorkClass,
 } from '../../core/admission';
 
 /**
@@ -61,6 +62,7 @@ describe('the connection budget', () => {
       perProcess: 25,
       cursors: 5,
       commands: 20,
+      background: { whileActive: 2, whileQuiet: 15, activeForMs: 1_000 },
       updatesPerCommand: 16,
       unordered: { statements: 1, inFlight: 5 },
     });
@@ -127,6 +129,134 @@ describe('Admission', () => {
     await expect(large).rejects.toBeInstanceOf(AdmissionTimeout);
     (await small)();
     held();
+    expect(admission.inUse).toBe(0);
+  });
+
+  it('keeps its bounds and grants every request in the end, whatever the mix of classes', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 1, max: 12 }).chain((capacity) =>
+          fc.tuple(
+            fc.constant(capacity),
+            fc.record({
+              whileActive: fc.integer({ min: 1, max: capacity }),
+              whileQuiet: fc.integer({ min: 1, max: capacity }),
+              activeForMs: fc.constantFrom(0, 5, 60_000),
+            }),
+            fc.array(
+              fc.record({
+                units: fc.integer({ min: 1, max: capacity }),
+                holdTicks: fc.integer({ min: 0, max: 3 }),
+                workClass: fc.constantFrom<WorkClass>('interactive', 'background'),
+              }),
+              { minLength: 1, maxLength: 40 },
+            ),
+          ),
+        ),
+        async ([capacity, limits, requests]) => {
+          const admission = new Admission(capacity, limits);
+          const out = { interactive: 0, background: 0 };
+          let backgroundOverLimit = false;
+          const granted = await Promise.all(
+            requests.map(async ({ units, holdTicks, workClass }) => {
+              const release = await admission.acquire(units, Date.now() + 60_000, workClass);
+              // Background may go past the larger of its limits only alone.
+              const most = Math.max(limits.whileActive, limits.whileQuiet);
+              if (workClass === 'background' && out.background > 0 && out.background + units > most)
+                backgroundOverLimit = true;
+              out[workClass] += units;
+              expect(out.interactive + out.background).toBeLessThanOrEqual(capacity);
+              for (let i = 0; i < holdTicks; i++) await Promise.resolve();
+              out[workClass] -= units;
+              release();
+              return units;
+            }),
+          );
+          expect(backgroundOverLimit).toBe(false);
+          expect(granted).toHaveLength(requests.length);
+          expect(admission.inUse).toBe(0);
+        },
+      ),
+    );
+  });
+
+  it('grants a waiting interactive request before background ones that came first', async () => {
+    const admission = new Admission(2);
+    const order: string[] = [];
+    const held = await admission.acquire(2, Date.now() + 1_000, 'background');
+    const waiting = [
+      admission.acquire(1, Date.now() + 1_000, 'background').then((r) => (order.push('background'), r)),
+      admission.acquire(1, Date.now() + 1_000, 'interactive').then((r) => (order.push('interactive'), r)),
+    ];
+    held();
+    for (const release of await Promise.all(waiting)) release();
+    expect(order).toEqual(['interactive', 'background']);
+  });
+
+  it('keeps units free for interactive requests while background work waits for more', async () => {
+    const admission = new Admission(4, { whileActive: 3, whileQuiet: 3, activeForMs: 0 });
+    const background = await Promise.all(
+      [1, 2, 3].map(() => admission.acquire(1, Date.now() + 1_000, 'background')),
+    );
+    let fourth = false;
+    const more = admission.acquire(1, Date.now() + 1_000, 'background').then((r) => ((fourth = true), r));
+    // The last unit is the interactive one's, at once.
+    const interactive = await admission.acquire(1, Date.now() + 1_000, 'interactive');
+    await Promise.resolve();
+    expect(fourth).toBe(false);
+    interactive();
+    background[0]!();
+    (await more)();
+    for (const release of background.slice(1)) release();
+    expect(admission.inUse).toBe(0);
+  });
+
+  it('holds background work to a few units while callers are active, and lets it grow once they are quiet', async () => {
+    const admission = new Admission(8, { whileActive: 2, whileQuiet: 6, activeForMs: 50 });
+    const interactive = await admission.acquire(1, Date.now() + 1_000, 'interactive');
+    const granted: (() => void)[] = [];
+    const background = Array.from({ length: 6 }, () =>
+      admission.acquire(1, Date.now() + 5_000, 'background').then((release) => granted.push(release)),
+    );
+    await new Promise((r) => setTimeout(r, 10));
+    // A caller's command runs: two units, though five are free.
+    expect(granted).toHaveLength(2);
+    interactive();
+    await new Promise((r) => setTimeout(r, 10));
+    // It ended a moment ago: callers still count as active.
+    expect(granted).toHaveLength(2);
+    // Once they have been quiet for activeForMs, background takes what it may then.
+    await Promise.all(background);
+    expect(granted).toHaveLength(6);
+    for (const release of granted) release();
+    expect(admission.inUse).toBe(0);
+  });
+
+  it('slows background work under interactive load, never stops it', async () => {
+    const capacity = 2;
+    const admission = new Admission(capacity);
+    let holder = await admission.acquire(capacity, Date.now() + 1_000, 'interactive');
+    let backgroundGranted = false;
+    const background = admission
+      .acquire(1, Date.now() + 5_000, 'background')
+      .then((r) => ((backgroundGranted = true), r));
+    // Interactive requests keep arriving, each taking every unit: the background one is passed
+    // at most `capacity` times.
+    let passed = 0;
+    while (!backgroundGranted) {
+      const next = admission.acquire(capacity, Date.now() + 5_000, 'interactive');
+      holder();
+      await Promise.resolve();
+      if (backgroundGranted) {
+        (await background)();
+        holder = await next;
+        break;
+      }
+      holder = await next;
+      passed++;
+    }
+    holder();
+    expect(passed).toBeLessThanOrEqual(capacity);
     expect(admission.inUse).toBe(0);
   });
 
