@@ -68,6 +68,11 @@ export async function startBenchEnv(
   };
 }
 
+/** bench/write-path's entry: agent `agent`'s `i`th observation; bench/embeddings embeds the same. */
+export function writePathText(agent: number, i: number): string {
+  return `Agent ${agent} observation ${i}: the build on branch feature-${i % 97} took ${(i * 7) % 300} seconds on runner ${i % 13}.`;
+}
+
 export function percentile(sortedMs: number[], p: number): number {
   if (sortedMs.length === 0) return NaN;
   const i = Math.min(sortedMs.length - 1, Math.max(0, Math.ceil((p / 100) * sortedMs.length) - 1));

@@ -14,16 +14,12 @@ import { buildEntry, memoryPolicy } from '../core/entry';
 import { entryId } from '../core/ids';
 import { indexedEntry } from '../store/entries';
 import { hotAwaitingEmbedding } from '../store/vectors';
-import { emit, percentile, round, startBenchEnv, type BenchEnv } from './support';
+import { emit, percentile, round, startBenchEnv, writePathText as text, type BenchEnv } from './support';
 
 const N = Number(process.env.BENCH_WRITE_N ?? 4000);
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 16);
 const INFLIGHT_LEVELS = (process.env.BENCH_INFLIGHT ?? '8,32').split(',').map(Number);
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 300);
-
-function text(agent: number, i: number): string {
-  return `Agent ${agent} observation ${i}: the build on branch feature-${i % 97} took ${(i * 7) % 300} seconds on runner ${i % 13}.`;
-}
 
 /** The durable path at each in-flight level, then single writes on an idle agent. */
 async function durableArm(env: BenchEnv, agents: readonly string[]) {

@@ -39,7 +39,7 @@ import {
 const run = promisify(execFile);
 
 /** The embeddings server's niceness: below the servers that acknowledge writes and recall. */
-const EMBEDDINGS_NICENESS = 10;
+export const EMBEDDINGS_NICENESS = 10;
 
 export const TEMPORAL_CLI_VERSION = 'v1.9.1';
 export const FERRETDB_VERSION = 'v1.24.2';
