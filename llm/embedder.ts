@@ -36,6 +36,36 @@ export interface Embedder {
 /** Texts per request: big enough to amortise the round trip, small enough to stay under timeouts. */
 export const EMBED_BATCH = 32;
 
+/**
+ * Characters per request, of all its texts together (a text longer than this goes alone): a
+ * model's time grows with the text, so 32 turns of 4,000 characters outlast the request
+ * timeout on the local default, and a request that always times out embeds nothing however
+ * often it is tried (docs/benchmarks.md, bench/embeddings). About 4,000 tokens, far below
+ * what hosted endpoints take in one request.
+ */
+export const EMBED_REQUEST_CHARS = 16_000;
+
+/**
+ * The texts split into requests, in order: each at most `EMBED_BATCH` texts and, unless it is
+ * one text, at most `EMBED_REQUEST_CHARS` characters.
+ */
+export function requestBatches<T extends string>(texts: readonly T[]): T[][] {
+  const batches: T[][] = [];
+  let current: T[] = [];
+  let chars = 0;
+  for (const text of texts) {
+    if (current.length > 0 && (current.length === EMBED_BATCH || chars + text.length > EMBED_REQUEST_CHARS)) {
+      batches.push(current);
+      current = [];
+      chars = 0;
+    }
+    current.push(text);
+    chars += text.length;
+  }
+  if (current.length > 0) batches.push(current);
+  return batches;
+}
+
 /** Scaled to unit length, so a dot product is the cosine similarity. */
 export function normalised(v: ArrayLike<number>): Float32Array {
   let sum = 0;
@@ -95,8 +125,8 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
     async embed(texts, use) {
       const out: Float32Array[] = [];
       const prefix = use === 'query' ? s.queryPrefix : s.passagePrefix;
-      for (let start = 0; start < texts.length; start += EMBED_BATCH) {
-        const input = texts.slice(start, start + EMBED_BATCH).map((t) => prefix + t);
+      for (const batch of requestBatches(texts)) {
+        const input = batch.map((t) => prefix + t);
         let data: OpenAI.Embeddings.Embedding[];
         try {
           const body: OpenAI.Embeddings.EmbeddingCreateParams & { input_type?: EmbeddingUse } = {
@@ -114,6 +144,7 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
             true,
           );
         }
+        const sorted: Float32Array[] = [];
         for (const d of [...data].sort((a, b) => a.index - b.index)) {
           // A wrong size is a wrong model or endpoint: no retry makes it fit.
           if (d.embedding.length !== s.dimensions) {
@@ -128,13 +159,14 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
           // same text may come back usable, so the caller may try again.
           if (defect) {
             throw new ModelError(
-              `the embeddings endpoint returned an unusable vector (${defect}) for text ${start + d.index}`,
+              `the embeddings endpoint returned an unusable vector (${defect}) for text ${out.length + d.index}`,
               true,
               { model: s.model, defect },
             );
           }
-          out.push(normalised(d.embedding));
+          sorted.push(normalised(d.embedding));
         }
+        out.push(...sorted);
       }
       return out;
     },

@@ -56,7 +56,11 @@ export type AgentMemoryInput = z.output<typeof agentMemoryInputSchema>;
  * leaves the entries' `embed` work to the night.
  */
 const { embedEntries } = proxyActivities<WriteActivities>({
-  startToCloseTimeout: '2 minutes',
+  // Long, as the night's activities: a pause's worth of long entries can take the local
+  // default many minutes (docs/benchmarks.md, bench/embeddings), and each request is bounded
+  // by the embedder's own timeout. The heartbeat notices a lost worker.
+  startToCloseTimeout: '1 hour',
+  heartbeatTimeout: '20 seconds',
   retry: {
     initialInterval: '1 second',
     maximumInterval: '30 seconds',
