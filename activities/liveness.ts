@@ -1,8 +1,7 @@
 import { CancelledFailure, Context } from '@temporalio/activity';
 import type { NightStore } from '../core/nightly/phases';
-import { asBackground } from '../store/workClass';
 
-type Activity = (...args: never[]) => Promise<unknown>;
+export type Activity = (...args: never[]) => Promise<unknown>;
 
 /** How often a running activity reports that its worker lives; well inside `heartbeatTimeout`. */
 const LIVENESS_INTERVAL_MS = 5_000;
@@ -25,18 +24,6 @@ export function withLiveness<T extends Record<string, Activity>>(activities: T):
         clearInterval(timer);
       }
     };
-  }
-  return wrapped as T;
-}
-
-/**
- * Activities no caller waits on call by call (the night, embedding, erasing a whole agent):
- * their store commands yield to writes and recalls (core/admission.ts, WorkClass).
- */
-export function inBackground<T extends Record<string, Activity>>(activities: T): T {
-  const wrapped: Record<string, Activity> = {};
-  for (const [name, fn] of Object.entries(activities)) {
-    wrapped[name] = (...args: never[]) => asBackground(() => fn(...args));
   }
   return wrapped as T;
 }

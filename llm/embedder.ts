@@ -126,6 +126,7 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
       const out: Float32Array[] = [];
       const prefix = use === 'query' ? s.queryPrefix : s.passagePrefix;
       for (const batch of requestBatches(texts)) {
+        const start = out.length;
         const input = batch.map((t) => prefix + t);
         let data: OpenAI.Embeddings.Embedding[];
         try {
@@ -144,7 +145,6 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
             true,
           );
         }
-        const sorted: Float32Array[] = [];
         for (const d of [...data].sort((a, b) => a.index - b.index)) {
           // A wrong size is a wrong model or endpoint: no retry makes it fit.
           if (d.embedding.length !== s.dimensions) {
@@ -159,14 +159,13 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
           // same text may come back usable, so the caller may try again.
           if (defect) {
             throw new ModelError(
-              `the embeddings endpoint returned an unusable vector (${defect}) for text ${out.length + d.index}`,
+              `the embeddings endpoint returned an unusable vector (${defect}) for text ${start + d.index}`,
               true,
               { model: s.model, defect },
             );
           }
-          sorted.push(normalised(d.embedding));
+          out.push(normalised(d.embedding));
         }
-        out.push(...sorted);
       }
       return out;
     },
