@@ -16,9 +16,10 @@ export async function untilEmbedded(
   for (;;) {
     const records = await store.vectors.find({ agentId, _id: { $in: ids } }).toArray();
     const vectors = records.filter((r) => r.vector && (model === undefined || r.model === model));
+    // By the agent too: its index serves the read, where `_id: {$in}` alone reads every entry.
     const entries = [
-      ...(await store.hot.find({ _id: { $in: ids } }).toArray()),
-      ...(await store.cold.find({ _id: { $in: ids } }).toArray()),
+      ...(await store.hot.find({ agentId, _id: { $in: ids } }).toArray()),
+      ...(await store.cold.find({ agentId, _id: { $in: ids } }).toArray()),
     ];
     const settled = entries.filter(
       (e) =>
