@@ -127,8 +127,13 @@ function runCliFromSources(args) {
   const cli = join(root, 'cli', 'cli.ts');
   // By path: the command may run from any directory.
   const tsx = pathToFileURL(require.resolve('tsx', { paths: [root] })).href;
-  const code = `require(${JSON.stringify(cli)}).main([process.argv[0], 'memgate', ...process.argv.slice(1)]).then((c) => process.exit(c))`;
-  const child = spawn(process.execPath, ['--import', tsx, '-e', code, '--', ...args], { stdio: 'inherit' });
+  // The child holds an IPC channel to this process and stops as on SIGTERM when it closes: a
+  // SIGKILL here, which cannot be forwarded, would otherwise leave it running unowned (a
+  // worker polling, a server holding its port).
+  const code = `process.channel.unref(); process.on('disconnect', () => process.kill(process.pid, 'SIGTERM')); require(${JSON.stringify(cli)}).main([process.argv[0], 'memgate', ...process.argv.slice(1)]).then((c) => process.exit(c))`;
+  const child = spawn(process.execPath, ['--import', tsx, '-e', code, '--', ...args], {
+    stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+  });
   for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal));
   return new Promise((resolve) => child.on('exit', (status, signal) => resolve(status ?? (signal ? 1 : 0))));
 }
