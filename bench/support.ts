@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
 import { terminateOpenWorkflows } from '../client/admin';
 import { MemgateClient, type ClientEndpoints } from '../client/client';
 import { resolveEmbeddings } from '../stack/connection';
 import type { EmbeddingsEndpoint } from '../llm';
 import { MAX_RECALL_INDEX_WAIT_MS, parseConfig, type Config } from '../core/config';
-import { stackDown, stackUp } from '../stack/stack';
+import { runningServers, stackDown, stackUp, type StackSettings } from '../stack/stack';
 import { createMemgateWorker, type WorkerHandle } from '../worker/worker';
 
 export interface BenchEnv {
@@ -82,6 +83,60 @@ export function percentile(sortedMs: number[], p: number): number {
 export function round(n: number, digits = 2): number {
   const f = 10 ** digits;
   return Math.round(n * f) / f;
+}
+
+/** /proc reports CPU times in USER_HZ, which Linux fixes at 100 a second on every architecture. */
+const USER_HZ = 100;
+
+/**
+ * CPU time used so far, in ms: by each server of the local stack with every process under it
+ * (PostgreSQL's backends, each of which leads a process group of its own), by this process
+ * (`bench`: the benchmark's worker and client, every thread), and by everything else on the
+ * machine (`other`). From /proc (Linux). A process that ended in between takes its time with it.
+ */
+export function cpuUsed(settings: StackSettings): Record<string, number> {
+  const servers = new Map(Object.entries(runningServers(settings)).map(([name, pid]) => [pid, name]));
+  const processes = new Map<number, { parent: number; ms: number }>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // After the command's name (in parentheses): state, parent, …; user and system time are
+    // the 12th and 13th fields from there.
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    processes.set(Number(entry), {
+      parent: Number(fields[1]),
+      ms: ((Number(fields[11]) + Number(fields[12])) * 1000) / USER_HZ,
+    });
+  }
+  const serverOf = (pid: number): string => {
+    for (let at: number | undefined = pid; at !== undefined && at > 1; at = processes.get(at)?.parent) {
+      const name = servers.get(at);
+      if (name) return name;
+    }
+    return 'other';
+  };
+  const used: Record<string, number> = { other: 0 };
+  for (const name of servers.values()) used[name] = 0;
+  for (const [pid, { ms }] of processes) used[serverOf(pid)]! += ms;
+  const self = process.cpuUsage();
+  used.bench = (self.user + self.system) / 1000;
+  return used;
+}
+
+/** CPU ms each part used between two `cpuUsed` readings, per unit of work done in between. */
+export function cpuSpentPer(
+  before: Record<string, number>,
+  after: Record<string, number>,
+  units: number,
+): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(after).map(([name, ms]) => [name, round((ms - (before[name] ?? 0)) / units, 3)]),
+  );
 }
 
 /** Each benchmark prints exactly one JSON object on stdout; progress goes to stderr. */

@@ -8,13 +8,25 @@
  * BENCH_SEQUENTIAL (300). Concurrent writes of one agent are coalesced by the client, so
  * more writes in flight means more entries per Update. The durable runs are made twice in
  * one run: with the embeddings endpoint (the agent's workflow embeds what it acknowledged,
- * after the acknowledgement) and without one (`withoutEmbeddings`), side by side.
+ * after the acknowledgement) and without one (`withoutEmbeddings`), side by side. Each durable
+ * run reports the CPU each server of the local stack spent per entry, to show which one the
+ * write path's ceiling is.
  */
 import { buildEntry, memoryPolicy } from '../core/entry';
 import { entryId } from '../core/ids';
 import { indexedEntry } from '../store/entries';
 import { hotAwaitingEmbedding } from '../store/vectors';
-import { emit, percentile, round, startBenchEnv, writePathText as text, type BenchEnv } from './support';
+import { availableParallelism } from 'node:os';
+import {
+  cpuSpentPer,
+  cpuUsed,
+  emit,
+  percentile,
+  round,
+  startBenchEnv,
+  writePathText as text,
+  type BenchEnv,
+} from './support';
 
 const N = Number(process.env.BENCH_WRITE_N ?? 4000);
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 16);
@@ -34,6 +46,7 @@ async function durableArm(env: BenchEnv, agents: readonly string[]) {
   const durable = [];
   for (const inflight of INFLIGHT_LEVELS) {
     const latencies: number[] = [];
+    const cpuBefore = cpuUsed(env.config);
     const t0 = performance.now();
     await Promise.all(
       agents.map(async (agentId, a) => {
@@ -51,8 +64,9 @@ async function durableArm(env: BenchEnv, agents: readonly string[]) {
       }),
     );
     const seconds = (performance.now() - t0) / 1000;
+    const cpuMsPerEntry = cpuSpentPer(cpuBefore, cpuUsed(env.config), written);
     latencies.sort((x, y) => x - y);
-    durable.push({ inflightPerAgent: inflight, seconds, latencies });
+    durable.push({ inflightPerAgent: inflight, seconds, latencies, cpuMsPerEntry });
     console.error(
       `[write-path] ${written} entries with ${inflight} in flight per agent: ${round(seconds, 1)} s`,
     );
@@ -99,6 +113,14 @@ function report(arm: Awaited<ReturnType<typeof durableArm>>, directRate: number)
       entriesPerSecond: round(arm.written / d.seconds, 1),
       ratio_durable_to_direct: round(arm.written / d.seconds / directRate, 3),
       ackLatencyMs: { p50: round(percentile(d.latencies, 50)), p99: round(percentile(d.latencies, 99)) },
+      // Where the time goes: CPU ms per entry by server, and the share of the machine's cores
+      // the run kept busy (near 1: the cores, not a wait, are the ceiling).
+      cpuMsPerEntry: d.cpuMsPerEntry,
+      coresBusyShare: round(
+        Object.values(d.cpuMsPerEntry).reduce((a, b) => a + b, 0) /
+          ((d.seconds * 1000 * availableParallelism()) / arm.written),
+        2,
+      ),
     })),
     singleEntryIdleAckLatencyMs: latencyOf(arm.idle),
     ...(arm.whileEmbedding && { singleEntryAckLatencyWhileEmbeddingMs: latencyOf(arm.whileEmbedding) }),

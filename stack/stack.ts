@@ -685,6 +685,24 @@ function alive(pid: number): boolean {
 /** PostgreSQL's fast shutdown: SIGTERM would wait for every client to disconnect. */
 const STOP_SIGNAL: Record<string, NodeJS.Signals> = { postgres: 'SIGINT' };
 
+/** The servers a state directory may start, in the order they stop. */
+const SERVERS = ['watchdog', 'embeddings', 'temporal', 'ferretdb', 'postgres'] as const;
+
+/**
+ * The servers this state directory started that still run, by name: a benchmark charges each
+ * one the CPU time of every process under it (PostgreSQL's backends under the postmaster).
+ */
+export function runningServers(s: StackSettings): Partial<Record<(typeof SERVERS)[number], number>> {
+  const p = paths(s);
+  const running: Partial<Record<(typeof SERVERS)[number], number>> = {};
+  for (const name of SERVERS) {
+    if (!existsSync(p.pid(name))) continue;
+    const pid = Number(readFileSync(p.pid(name), 'utf8'));
+    if (pid > 0 && alive(pid)) running[name] = pid;
+  }
+  return running;
+}
+
 /**
  * Stop each server this state directory started (the watchdog first, so it restarts nothing
  * on the way down; FerretDB before the PostgreSQL under it), then SIGKILL what outlives
@@ -693,9 +711,7 @@ const STOP_SIGNAL: Record<string, NodeJS.Signals> = { postgres: 'SIGINT' };
 export async function stackDown(s: StackSettings, only?: string[], graceMs = 15_000): Promise<string[]> {
   const p = paths(s);
   const stopped: string[] = [];
-  for (const name of ['watchdog', 'embeddings', 'temporal', 'ferretdb', 'postgres'].filter(
-    (n) => !only || only.includes(n),
-  )) {
+  for (const name of SERVERS.filter((n) => !only || only.includes(n))) {
     if (!existsSync(p.pid(name))) continue;
     const pid = Number(readFileSync(p.pid(name), 'utf8'));
     if (pid > 0 && alive(pid)) {
