@@ -56,6 +56,19 @@ describe('one document written by many at once', () => {
     );
   });
 
+  it('counts every concurrent $inc of an update of many documents', async () => {
+    await probes().insertMany(['many-0', 'many-1', 'many-2'].map((_id) => ({ _id, n: 0, text: 'many' })));
+    await together(() => probes().updateMany({ text: 'many' }, { $inc: { n: 1 } }));
+    const counts = (await probes().find({ text: 'many' }).toArray()).map((d) => d.n);
+    expect(counts).toEqual([WRITERS, WRITERS, WRITERS]);
+  });
+
+  it('hands a document to exactly one of many concurrent takers', async () => {
+    await probes().insertOne({ _id: 'taken', n: 1 });
+    const taken = await together(() => probes().findOneAndDelete({ _id: 'taken' }));
+    expect(taken.filter((d) => d !== null)).toEqual([{ _id: 'taken', n: 1 }]);
+  });
+
   it('never deletes a document by a condition an increment landed against first', async () => {
     // As the document frequencies do: a term at zero leaves, unless counted again meanwhile.
     for (let round = 0; round < 8; round++) {
