@@ -12,11 +12,11 @@
  * run reports the CPU each server of the local stack spent per entry, to show which one the
  * write path's ceiling is.
  */
+import { availableParallelism } from 'node:os';
 import { buildEntry, memoryPolicy } from '../core/entry';
 import { entryId } from '../core/ids';
 import { indexedEntry } from '../store/entries';
 import { hotAwaitingEmbedding } from '../store/vectors';
-import { availableParallelism } from 'node:os';
 import {
   cpuSpentPer,
   cpuUsed,

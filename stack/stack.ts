@@ -179,12 +179,15 @@ async function obtainTemporal(bin: string, log: Log): Promise<void> {
  */
 const FERRETDB_PATCH = join('stack', 'ferretdb', 'single-document-atomicity.patch');
 
-/** The patch's digest names the cached binary, so a changed patch builds anew. */
+let patchKey: string | undefined;
+
+/** The patch's digest names the cached binary, so a changed patch builds anew; read once. */
 function ferretDbPatchKey(): string {
-  return createHash('sha256')
+  patchKey ??= createHash('sha256')
     .update(readFileSync(join(packageRoot(), FERRETDB_PATCH)))
     .digest('hex')
     .slice(0, 12);
+  return patchKey;
 }
 
 /**
@@ -696,11 +699,17 @@ export function runningServers(s: StackSettings): Partial<Record<(typeof SERVERS
   const p = paths(s);
   const running: Partial<Record<(typeof SERVERS)[number], number>> = {};
   for (const name of SERVERS) {
-    if (!existsSync(p.pid(name))) continue;
-    const pid = Number(readFileSync(p.pid(name), 'utf8'));
-    if (pid > 0 && alive(pid)) running[name] = pid;
+    const pid = runningPid(p, name);
+    if (pid !== undefined) running[name] = pid;
   }
   return running;
+}
+
+/** The pid a server's file records, while that process runs. */
+function runningPid(p: ReturnType<typeof paths>, name: string): number | undefined {
+  if (!existsSync(p.pid(name))) return undefined;
+  const pid = Number(readFileSync(p.pid(name), 'utf8'));
+  return pid > 0 && alive(pid) ? pid : undefined;
 }
 
 /**
@@ -713,8 +722,8 @@ export async function stackDown(s: StackSettings, only?: string[], graceMs = 15_
   const stopped: string[] = [];
   for (const name of SERVERS.filter((n) => !only || only.includes(n))) {
     if (!existsSync(p.pid(name))) continue;
-    const pid = Number(readFileSync(p.pid(name), 'utf8'));
-    if (pid > 0 && alive(pid)) {
+    const pid = runningPid(p, name);
+    if (pid !== undefined) {
       process.kill(-pid, graceMs > 0 ? (STOP_SIGNAL[name] ?? 'SIGTERM') : 'SIGKILL');
       const deadline = Date.now() + graceMs;
       while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
