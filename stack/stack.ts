@@ -721,7 +721,6 @@ export async function stackDown(s: StackSettings, only?: string[], graceMs = 15_
   const p = paths(s);
   const stopped: string[] = [];
   for (const name of SERVERS.filter((n) => !only || only.includes(n))) {
-    if (!existsSync(p.pid(name))) continue;
     const pid = runningPid(p, name);
     if (pid !== undefined) {
       process.kill(-pid, graceMs > 0 ? (STOP_SIGNAL[name] ?? 'SIGTERM') : 'SIGKILL');

@@ -32,8 +32,8 @@ const WEDGED_AFTER_SILENT_MS = 60_000;
 /**
  * Past this, a phase's calls are taken for hung even though the store still answers. Their
  * time is the machine's (phase two took 177 s on two busy cores, longer beside the rest of
- * the suite), so the bound is far above it: what this test catches is a store that stops. The test's
- * timeout holds two phases at this bound and the checks after them.
+ * the suite), so the bound is far above it: what this test catches is a store that stops.
+ * The test's timeout holds two phases at this bound and the checks after them.
  */
 const PHASE_BOUND_MS = 480_000;
 
