@@ -170,30 +170,37 @@ async function obtainTemporal(bin: string, log: Log): Promise<void> {
 }
 
 /**
- * FerretDB 1.x writes an update or a conditional delete as a read followed by a write of the
- * whole document, so two writers of one document lose one's effect: counters undercount or
- * overcount, and two updates guarded by one version both apply. Every counter and version
- * guard of store/ relies on MongoDB's single-document atomicity, so the build carries a patch
- * that writes compare-and-set and decides again on a conflict (docs/store.md, One document,
- * one writer at a time; test/integration/store-atomicity.test.ts).
+ * The patches the stack's FerretDB is built with, in order (stack/ferretdb/):
+ * - FerretDB 1.x writes an update or a conditional delete as a read followed by a write of
+ *   the whole document, so two writers of one document lose one's effect: counters undercount
+ *   or overcount, and two updates guarded by one version both apply. Every counter and version
+ *   guard of store/ relies on MongoDB's single-document atomicity, so the first patch writes
+ *   compare-and-set and decides again on a conflict (docs/store.md, One document, one writer
+ *   at a time; test/integration/store-atomicity.test.ts).
+ * - It serves only `$eq` and `$ne` from PostgreSQL; any other filter reads the whole
+ *   collection into FerretDB. The second serves `_id: {$in: [strings]}` from the `_id` index,
+ *   so a read of many documents by id is one command (docs/store.md, Many by id in one read).
  */
-const FERRETDB_PATCH = join('stack', 'ferretdb', 'single-document-atomicity.patch');
+const FERRETDB_PATCHES = ['single-document-atomicity.patch', 'id-in-from-index.patch'].map((name) =>
+  join('stack', 'ferretdb', name),
+);
 
 let patchKey: string | undefined;
 
-/** The patch's digest names the cached binary, so a changed patch builds anew; read once. */
+/** The patches' digest names the cached binary, so a changed patch builds anew; read once. */
 function ferretDbPatchKey(): string {
-  patchKey ??= createHash('sha256')
-    .update(readFileSync(join(packageRoot(), FERRETDB_PATCH)))
-    .digest('hex')
-    .slice(0, 12);
+  if (patchKey === undefined) {
+    const digest = createHash('sha256');
+    for (const patch of FERRETDB_PATCHES) digest.update(readFileSync(join(packageRoot(), patch)));
+    patchKey = digest.digest('hex').slice(0, 12);
+  }
   return patchKey;
 }
 
 /**
  * FerretDB's module leaves build/version/version.txt empty and panics at start without it,
  * so `go install` yields a binary that cannot run. Build the same module source with that
- * one file filled in, and the patch above applied.
+ * one file filled in, and the patches above applied.
  */
 async function obtainFerretDb(bin: string, log: Log): Promise<void> {
   if (!(await haveGo())) {
@@ -215,7 +222,8 @@ async function obtainFerretDb(bin: string, log: Log): Promise<void> {
     cpSync(source, work, { recursive: true });
     await run('chmod', ['-R', 'u+w', work]);
     writeFileSync(join(work, 'build', 'version', 'version.txt'), `${FERRETDB_VERSION}\n`);
-    await run('git', ['apply', join(packageRoot(), FERRETDB_PATCH)], { cwd: work });
+    for (const patch of FERRETDB_PATCHES)
+      await run('git', ['apply', join(packageRoot(), patch)], { cwd: work });
     await run('go', ['build', '-o', bin, './cmd/ferretdb'], { cwd: work, maxBuffer: 64 << 20 });
   } catch (err) {
     throw new StackUnavailableError(

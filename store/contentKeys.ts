@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Binary } from 'mongodb';
+import { findByIds } from './byIds';
 import { insertIgnoringExisting, type ContentKeyRecord, type Store } from './db';
 
 /**
@@ -36,18 +37,18 @@ export async function contentKeysFor(
   return keys;
 }
 
-/**
- * The content keys of the ids that still have one: an id without is erased. Point reads in
- * parallel, not one `$in` read (docs/invariants.md, Index-driven).
- */
+/** The content keys of the ids that still have one (of this agent): an id without is erased. */
 export async function contentKeys(
   store: Store,
   agentId: string,
   ids: readonly string[],
 ): Promise<Map<string, Buffer>> {
-  const unique = [...new Set(ids)];
-  const found = await Promise.all(unique.map((_id) => store.contentKeys.findOne({ _id, agentId })));
-  return new Map(found.flatMap((r) => (r ? [[r._id, Buffer.from(r.key.value())] as const] : [])));
+  const found = await findByIds(store.contentKeys, ids);
+  return new Map(
+    [...found.values()].flatMap((r) =>
+      r.agentId === agentId ? [[r._id, Buffer.from(r.key.value())] as const] : [],
+    ),
+  );
 }
 
 /** Delete an entry's content key: every copy of its content sealed under it is unreadable from now on. */

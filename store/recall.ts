@@ -26,7 +26,7 @@ import { CALL_FAN_OUT, type QueryLogRecord, type Store, type Tombstone } from '.
 import { findCandidates, logQuery, relogHits } from './entries';
 import { erasureMark } from './erasure';
 import { termKey } from './terms';
-import { findHitView, locateEntry, locateHitView } from './tiers';
+import { hitViewReader, locateEntry } from './tiers';
 import { previousRunAsOf } from './runs';
 import type { Neighbour, SemanticSearch, VectorIndexes } from './vectorIndexes';
 import { DAY_MS, salienceAt } from '../core/salience';
@@ -170,11 +170,7 @@ async function tombstonesMatching(store: Store, agentId: string, queryTerms: str
   ];
 }
 
-/**
- * Neighbours read per round: point reads by `_id`, in parallel. Not one `$in` read: FerretDB
- * on PostgreSQL plans `_id: {$in: …}` (and `$or`) as a sequential scan of the table
- * (docs/invariants.md, Index-driven), and a point read uses the `_id` index.
- */
+/** Neighbours read per round, side by side: one read by `_id` per tier (store/tiers.ts, `hitViewReader`). */
 const NEIGHBOUR_READS = 16;
 
 /** A neighbour the search found, with the most it can score before it is read. */
@@ -220,14 +216,17 @@ function semanticArm(
     }))
     .sort((a, b) => b.bound - a.bound);
   const reads = new Map<string, Promise<Candidate<HitView> | undefined>>();
+  const views = hitViewReader(store, req.agentId);
   const read = ({ id, tier }: Neighbour) => {
     let found = reads.get(id);
     if (!found) {
       found = req.deep
-        ? locateHitView(store, req.agentId, id, tier)
-        : findHitView(store, 'hot', req.agentId, id).then((entry) =>
-            entry && inDefaultRecall(entry, now) ? { entry, tier: 'hot' as const } : undefined,
-          );
+        ? views.locate(id, tier)
+        : views
+            .find('hot', id)
+            .then((entry) =>
+              entry && inDefaultRecall(entry, now) ? { entry, tier: 'hot' as const } : undefined,
+            );
       // A read recall never waits for (the lexical arm held the entry) must not go unhandled.
       found.catch(() => undefined);
       reads.set(id, found);

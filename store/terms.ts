@@ -1,6 +1,6 @@
 import type { Entry } from '../core/entry';
-import { allWithin } from '../core/allWithin';
-import { CALL_FAN_OUT, type Store } from './db';
+import { findByIds } from './byIds';
+import type { Store } from './db';
 
 /**
  * An agent's key for a term, for its postings (`termKeys` of entries and tombstones) and its
@@ -10,17 +10,19 @@ export function termKey(agentId: string, term: string): string {
   return `${agentId} ${term}`;
 }
 
-/** How many stored entries of the agent hold each term (0 for one never counted), by point reads. */
+/** How many stored entries of the agent hold each term (0 for one never counted), read by their keys. */
 export async function documentFrequencies(
   store: Store,
   agentId: string,
   terms: readonly string[],
 ): Promise<Map<string, number>> {
   const distinct = [...new Set(terms)];
-  const found = await allWithin(distinct, CALL_FAN_OUT, (t) =>
-    store.termStats.findOne({ _id: termKey(agentId, t) }, { projection: { df: 1 } }),
+  const found = await findByIds(
+    store.termStats,
+    distinct.map((t) => termKey(agentId, t)),
+    { df: 1 },
   );
-  return new Map(distinct.map((t, i) => [t, Math.max(0, found[i]?.df ?? 0)]));
+  return new Map(distinct.map((t) => [t, Math.max(0, found.get(termKey(agentId, t))?.df ?? 0)]));
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Collection, Filter } from 'mongodb';
 import type { Entry, Tier } from '../core/entry';
 import { NOT_IN_HIT_VIEW, type HitView } from '../core/recall';
+import { findByIds, idLoader } from './byIds';
 import type { Store } from './db';
 
 /**
@@ -37,36 +38,43 @@ export async function locateEntry(
   return undefined;
 }
 
-/** A hit's view of an entry (core/recall.ts, HitView) in `tier`: a point read without the derived arrays. */
-export async function findHitView(
-  store: Store,
-  tier: Tier,
-  agentId: string,
-  id: string,
-): Promise<HitView | undefined> {
-  const doc = await tierCollection(store, tier).findOne({ _id: id }, { projection: HIT_VIEW_PROJECTION });
-  return doc?.agentId === agentId ? doc : undefined;
-}
-
 const HIT_VIEW_PROJECTION = Object.fromEntries(NOT_IN_HIT_VIEW.map((field) => [field, 0]));
 
 /**
- * A hit's view of an entry in either tier, `first` read first: the tier the state beside its
- * vector named. An entry that moved since is found in the other. Mid-move it is in both, and
- * a search that saw it cold may return the cold copy of an entry being rehydrated: as it stood
- * when the search began.
+ * One call's reads of hits' views (core/recall.ts, HitView: an entry without its derived
+ * arrays) by id: the reads it makes side by side go as one read per tier (store/byIds.ts).
  */
-export async function locateHitView(
-  store: Store,
-  agentId: string,
-  id: string,
-  first: Tier = 'hot',
-): Promise<{ entry: HitView; tier: Tier } | undefined> {
-  for (const tier of first === 'hot' ? TIERS : [...TIERS].reverse()) {
-    const entry = await findHitView(store, tier, agentId, id);
-    if (entry) return { entry, tier };
-  }
-  return undefined;
+export interface HitViewReader {
+  /** The entry's view in `tier`, if it is there and the agent's. */
+  find(tier: Tier, id: string): Promise<HitView | undefined>;
+  /**
+   * Its view in either tier, `first` read first: the tier the state beside its vector named.
+   * An entry that moved since is found in the other. Mid-move it is in both, and a search
+   * that saw it cold may return the cold copy of an entry being rehydrated: as it stood when
+   * the search began.
+   */
+  locate(id: string, first?: Tier): Promise<{ entry: HitView; tier: Tier } | undefined>;
+}
+
+export function hitViewReader(store: Store, agentId: string): HitViewReader {
+  const loaders = {
+    hot: idLoader(store.hot, HIT_VIEW_PROJECTION),
+    cold: idLoader(store.cold, HIT_VIEW_PROJECTION),
+  };
+  const find = async (tier: Tier, id: string): Promise<HitView | undefined> => {
+    const doc: HitView | undefined = await loaders[tier].load(id);
+    return doc?.agentId === agentId ? doc : undefined;
+  };
+  return {
+    find,
+    async locate(id, first = 'hot') {
+      for (const tier of first === 'hot' ? TIERS : [...TIERS].reverse()) {
+        const entry = await find(tier, id);
+        if (entry) return { entry, tier };
+      }
+      return undefined;
+    },
+  };
 }
 
 export function tierCollection(store: Store, tier: Tier): Collection<Entry> {
@@ -81,12 +89,17 @@ export async function storedEntries(
 ): Promise<{ present: Entry[]; gone: string[] }> {
   const present: Entry[] = [];
   const gone: string[] = [];
-  // Point reads by _id, side by side (the driver's pool bounds how many are in flight).
-  const found = await Promise.all(ids.map((id) => locateEntry(store, agentId, id)));
-  found.forEach((f, i) => {
-    if (f) present.push(f.entry);
-    else gone.push(ids[i]!);
-  });
+  // Hot first (mid-move an entry is in both, and hot is the live copy), then cold for the rest.
+  const ours = (found: Map<string, Entry>) =>
+    new Map([...found].filter(([, entry]) => entry.agentId === agentId));
+  const hot = ours(await findByIds(store.hot, ids));
+  const rest = [...new Set(ids)].filter((id) => !hot.has(id));
+  const cold = rest.length > 0 ? ours(await findByIds(store.cold, rest)) : new Map<string, Entry>();
+  for (const id of new Set(ids)) {
+    const entry = hot.get(id) ?? cold.get(id);
+    if (entry) present.push(entry);
+    else gone.push(id);
+  }
   present.sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1));
   return { present, gone };
 }
