@@ -1,5 +1,5 @@
 import type { WriteStatus } from '../core/messages';
-import { MongoBulkWriteError, type Collection, type Filter } from 'mongodb';
+import { MongoBulkWriteError, type Collection } from 'mongodb';
 import type { Entry, Provenance, Tier } from '../core/entry';
 import { entryId } from '../core/ids';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
@@ -8,6 +8,7 @@ import { allWithin } from '../core/allWithin';
 import { CALL_FAN_OUT, insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
 import { erasedAmong, erasureMark, quietBetween, withdrawErased, type ErasureMark } from './erasure';
 import { documentFrequencies, termKey } from './terms';
+import { findByIds } from './byIds';
 
 /** The id a written entry derives: by its idempotency key, else by its content and time. */
 export function writtenEntryId(
@@ -69,15 +70,12 @@ export function settledEntry(entry: Entry, now: number): Entry {
   return e;
 }
 
-/** Which of `ids` a collection holds, by `_id` point reads. */
+/** Which of `ids` a collection holds, read by their ids. */
 async function presentIds<T extends { _id: string }>(
   collection: Collection<T>,
   ids: string[],
 ): Promise<string[]> {
-  const found = await Promise.all(
-    ids.map((_id) => collection.findOne({ _id } as Filter<T>, { projection: { _id: 1 } })),
-  );
-  return found.flatMap((d) => (d ? [String(d._id)] : []));
+  return [...(await findByIds(collection, ids, { _id: 1 })).keys()];
 }
 
 /**

@@ -5,6 +5,7 @@ import { releaseAgentClaims } from './quotas';
 import { TIERS, tierCollection } from './tiers';
 import { beginErasure } from './erasure';
 import { dropVectors } from './vectors';
+import { findByIds } from './byIds';
 
 /**
  * Erasing a whole agent (docs/erasure.md; docs/invariants.md, Erasure wins). Every id the
@@ -188,10 +189,7 @@ export async function eraseAgentRecords(
   return removed;
 }
 
-/** Which of these agent ids joined the nightly fan-out (point reads by `_id`). */
+/** Which of these agent ids joined the nightly fan-out (read by their ids). */
 export async function registeredAmong(store: Store, agentIds: readonly string[]): Promise<Set<string>> {
-  const found = await Promise.all(
-    agentIds.map((_id) => store.agents.findOne({ _id }, { projection: { _id: 1 } })),
-  );
-  return new Set(found.flatMap((a) => (a ? [a._id] : [])));
+  return new Set((await findByIds(store.agents, agentIds, { _id: 1 })).keys());
 }

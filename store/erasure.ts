@@ -1,11 +1,11 @@
 import type { Tier } from '../core/entry';
 import { countDeleted } from './agents';
-import { allWithin } from '../core/allWithin';
 import { countChanges } from './census';
-import { CALL_FAN_OUT, isErasure, type Store } from './db';
+import { isErasure, type Store } from './db';
 import { adjustDocumentFrequencies } from './terms';
 import { locateEntry, tierCollection, TIERS } from './tiers';
 import { dropVectors } from './vectors';
+import { findByIds } from './byIds';
 
 /** Entries leaving the store: an erasure's claim on ids, and a delete from both tiers. */
 
@@ -54,16 +54,18 @@ export async function endErasure(store: Store, agentId: string, id: string): Pro
   );
 }
 
-/** Which of `ids` an erasure has claimed (its tombstone, or that of a summary removed with it), by point reads. */
+/** Which of `ids` an erasure has claimed (its tombstone, or that of a summary removed with it), read by their ids. */
 export async function erasedAmong(
   store: Store,
   agentId: string,
   ids: readonly string[],
 ): Promise<Set<string>> {
-  const stones = await allWithin(ids, CALL_FAN_OUT, (_id) =>
-    store.tombstones.findOne({ _id, agentId }, { projection: { reason: 1 } }),
+  const stones = await findByIds(store.tombstones, ids, { reason: 1, agentId: 1 });
+  return new Set(
+    [...stones.values()].flatMap((stone) =>
+      stone.agentId === agentId && isErasure(stone) ? [stone._id] : [],
+    ),
   );
-  return new Set(ids.filter((_, i) => stones[i] && isErasure(stones[i])));
 }
 
 /**

@@ -22,9 +22,10 @@ import {
   writeSummary,
 } from './nightly';
 import { summaryId } from '../core/ids';
-import { findById, locateEntry, storedEntries, tierCollection, TIERS } from './tiers';
+import { storedEntries, tierCollection, TIERS } from './tiers';
 import { previousRunAsOf } from './runs';
 import { countEntryTerms, documentFrequencies } from './terms';
+import { findByIds } from './byIds';
 
 const RECLAIM_FIELDS = {
   _id: 1,
@@ -147,23 +148,26 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
     setHotCount: (hot) => setHotCount(store, agentId, hot),
     stored: (ids) => storedEntries(store, agentId, ids),
     async copies(ids) {
-      const found = await Promise.all(
-        ids.flatMap((id) =>
-          TIERS.map(async (tier) => {
-            const entry = await findById(tierCollection(store, tier), agentId, id);
-            return entry && { entry, tier };
-          }),
-        ),
+      const byTier = await Promise.all(TIERS.map((tier) => findByIds(tierCollection(store, tier), ids)));
+      return ids.flatMap((id) =>
+        TIERS.flatMap((tier, t): Located[] => {
+          const entry = byTier[t]!.get(id);
+          return entry?.agentId === agentId ? [{ entry, tier }] : [];
+        }),
       );
-      return found.filter((f): f is Located => f !== undefined);
     },
     summaryId: (sourceIds) => summaryId(agentId, sourceIds),
     async summariesOfRun() {
       const records = await store.ledger
         .find({ agentId, runId: run.runId, event: 'summarise' }, { projection: { entryId: 1 } })
         .toArray();
-      const found = await Promise.all(records.map((r) => locateEntry(store, agentId, r.entryId)));
-      return found.flatMap((f) => (f ? [f.entry] : []));
+      return (
+        await storedEntries(
+          store,
+          agentId,
+          records.map((r) => r.entryId),
+        )
+      ).present;
     },
     expire: ({ entry }) => expireEntry(store, run, entry),
     async refresh(steps) {

@@ -26,7 +26,7 @@ import { CALL_FAN_OUT, type QueryLogRecord, type Store, type Tombstone } from '.
 import { findCandidates, logQuery, relogHits } from './entries';
 import { erasureMark } from './erasure';
 import { termKey } from './terms';
-import { hitViewReader, locateEntry } from './tiers';
+import { hitViewReader, locateEntries } from './tiers';
 import { previousRunAsOf } from './runs';
 import type { Neighbour, SemanticSearch, VectorIndexes } from './vectorIndexes';
 import { DAY_MS, salienceAt } from '../core/salience';
@@ -145,9 +145,9 @@ async function supersessionSuccessors(
       .filter((id) => !seen.has(id))
       .slice(0, MAX_SUCCESSOR_READS - seen.size);
     for (const id of step) seen.add(id);
-    const found = await allWithin(step, CALL_FAN_OUT, (id) => locateEntry(store, agentId, id));
+    const located = await locateEntries(store, agentId, step);
     frontier = [];
-    for (const f of found) {
+    for (const f of step.map((id) => located.get(id))) {
       if (!f) continue;
       const { foundBy: _walk, ...hit } = recallHit(f, now, policy.halfLifeMs, 0, 'lexical');
       successors.push(hit);

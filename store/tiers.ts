@@ -81,6 +81,27 @@ export function tierCollection(store: Store, tier: Tier): Collection<Entry> {
   return tier === 'hot' ? store.hot : store.cold;
 }
 
+/**
+ * The agent's entries of these ids, each in the tier it is found in, hot first (mid-move an
+ * entry is in both, and hot is the live copy): one read of hot, then one of cold for the rest.
+ */
+export async function locateEntries(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+): Promise<Map<string, { entry: Entry; tier: Tier }>> {
+  const located = new Map<string, { entry: Entry; tier: Tier }>();
+  let rest = [...new Set(ids)];
+  for (const tier of TIERS) {
+    if (rest.length === 0) break;
+    for (const entry of (await findByIds(tierCollection(store, tier), rest)).values()) {
+      if (entry.agentId === agentId) located.set(entry._id, { entry, tier });
+    }
+    rest = rest.filter((id) => !located.has(id));
+  }
+  return located;
+}
+
 /** The entries of these ids still stored (either tier), oldest first, and the ids no longer stored. */
 export async function storedEntries(
   store: Store,
@@ -89,15 +110,10 @@ export async function storedEntries(
 ): Promise<{ present: Entry[]; gone: string[] }> {
   const present: Entry[] = [];
   const gone: string[] = [];
-  // Hot first (mid-move an entry is in both, and hot is the live copy), then cold for the rest.
-  const ours = (found: Map<string, Entry>) =>
-    new Map([...found].filter(([, entry]) => entry.agentId === agentId));
-  const hot = ours(await findByIds(store.hot, ids));
-  const rest = [...new Set(ids)].filter((id) => !hot.has(id));
-  const cold = rest.length > 0 ? ours(await findByIds(store.cold, rest)) : new Map<string, Entry>();
+  const found = await locateEntries(store, agentId, ids);
   for (const id of new Set(ids)) {
-    const entry = hot.get(id) ?? cold.get(id);
-    if (entry) present.push(entry);
+    const located = found.get(id);
+    if (located) present.push(located.entry);
     else gone.push(id);
   }
   present.sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1));

@@ -5,6 +5,7 @@ import { recallStateOf, sameRecallState, widerRecallState, type RecallState } fr
 import { vectorDefect, type EmbeddingSpace } from '../core/vectorDefects';
 import { inBatches, insertIgnoringExisting, type Store, type VectorRecord } from './db';
 import { locateEntry, TIERS, tierCollection } from './tiers';
+import { findByIds } from './byIds';
 
 /**
  * Entries' vectors and the feed of their changes. A vector is written after its entry and
@@ -195,17 +196,17 @@ export async function entriesToEmbed(
   return { toEmbed, current };
 }
 
-/** The usable vectors of `space` these entries have (point reads), by id; an id without one is left out. */
+/** The usable vectors of `space` these entries have (read by their ids), by id; an id without one is left out. */
 export async function vectorsOf(
   store: Store,
   agentId: string,
   ids: readonly string[],
   space: EmbeddingSpace,
 ): Promise<Map<string, Float32Array>> {
-  const records = await Promise.all([...new Set(ids)].map((_id) => store.vectors.findOne({ _id, agentId })));
+  const records = await findByIds(store.vectors, ids);
   const out = new Map<string, Float32Array>();
-  for (const r of records) {
-    if (!r || !inSpace(r, space)) continue;
+  for (const r of records.values()) {
+    if (r.agentId !== agentId || !inSpace(r, space)) continue;
     const v = decodeVector(r.vector);
     if (!vectorDefect(v, space.dimensions)) out.set(r._id, v);
   }
