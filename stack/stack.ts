@@ -581,10 +581,10 @@ async function startPostgres(s: StackSettings, p: ReturnType<typeof paths>): Pro
 
 /**
  * Go's garbage collector target for FerretDB: it allocates afresh for every document it decodes
- * (its JSON decoding is half its CPU), and at Go's default of 100 collecting is a third of the
- * rest. At 400 a read of 300 entries of 4 KB takes a third less of its CPU (175 → 108 ms), for
- * a heap up to five times what is live; higher targets gained nothing more (docs/store.md,
- * FerretDB's collector).
+ * (its JSON decoding is half its CPU), and at Go's default of 100 its collector takes about a
+ * fifth. At 400 a read of 300 entries of 4 KB takes a third less of its CPU (175 → 108 ms), for
+ * a heap up to five times what is live; higher targets gained nothing more
+ * (docs/store.md, FerretDB's collector).
  */
 const FERRETDB_GOGC = '400';
 
