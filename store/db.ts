@@ -307,7 +307,7 @@ export async function insertIgnoringExisting<T extends Document & { _id: string 
 
 /**
  * The store commands one call has in flight at once: a call that reads many terms (a long
- * query's document frequencies, its tombstones) issues them a few at a time, so they take
+ * query's postings and tombstones) issues them a few at a time, so they take
  * turns at this process's admission with other callers' commands instead of filling its queue
  * ahead of them (docs/serving.md, Tenant against tenant, measured).
  */

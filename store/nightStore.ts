@@ -161,13 +161,12 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       const records = await store.ledger
         .find({ agentId, runId: run.runId, event: 'summarise' }, { projection: { entryId: 1 } })
         .toArray();
-      return (
-        await storedEntries(
-          store,
-          agentId,
-          records.map((r) => r.entryId),
-        )
-      ).present;
+      const { present } = await storedEntries(
+        store,
+        agentId,
+        records.map((r) => r.entryId),
+      );
+      return present;
     },
     expire: ({ entry }) => expireEntry(store, run, entry),
     async refresh(steps) {
