@@ -39,23 +39,25 @@ export function createForgetActivities(store: Store, summariser: Summariser) {
    */
   /**
    * Each summary still built from the erased entry: rebuilt by `rebuild` from its other
-   * sources when they all still stand, else removed. Returns the ids of those removed.
+   * sources when they all still stand, else removed. Returns the ids of those removed and how
+   * many logged recalls left the log with them.
    */
   async function eachDerivedSummary(
     input: ForgetStep,
     rebuild: (summary: Entry, sources: Entry[]) => Promise<void>,
-  ): Promise<string[]> {
+  ): Promise<{ removed: string[]; queriesRemoved: number }> {
     const removed: string[] = [];
+    let queriesRemoved = 0;
     for (const summary of await summariesDerivedFrom(store, input.agentId, input.entryId)) {
       const sources = await rebuildableFrom(input, summary);
       if (sources) {
         await rebuild(summary, sources);
       } else {
-        await removeSummary(store, input.agentId, summary._id, input.entryId, input.at);
+        queriesRemoved += await removeSummary(store, input.agentId, summary._id, input.entryId, input.at);
         removed.push(summary._id);
       }
     }
-    return removed;
+    return { removed, queriesRemoved };
   }
 
   async function rebuildableFrom(input: ForgetStep, summary: Entry): Promise<Entry[] | undefined> {
@@ -111,7 +113,7 @@ export function createForgetActivities(store: Store, summariser: Summariser) {
       input: ForgetStep,
     ): Promise<{ removed: string[]; restored: string[]; tiers: Tier[]; queriesRemoved: number }> {
       input = parseInput(forgetDerivedSchema, input, 'forget');
-      const removed = await eachDerivedSummary(input, async (summary, sources) => {
+      const derived = await eachDerivedSummary(input, async (summary, sources) => {
         const merged = extractiveSummary(sources.map((s) => ({ id: s._id, text: s.text })));
         await rewrite(input, summary, sources, merged, false);
       });
@@ -120,7 +122,12 @@ export function createForgetActivities(store: Store, summariser: Summariser) {
       const restored = await unlinkSupersession(store, input.agentId, input.entryId, input.at);
       const tiers = await deleteEntry(store, input.agentId, input.entryId);
       const queriesRemoved = await eraseFromQueryLog(store, input.agentId, input.entryId);
-      return { removed, restored, tiers, queriesRemoved };
+      return {
+        removed: derived.removed,
+        restored,
+        tiers,
+        queriesRemoved: queriesRemoved + derived.queriesRemoved,
+      };
     },
 
     /**
@@ -128,10 +135,12 @@ export function createForgetActivities(store: Store, summariser: Summariser) {
      * sources, when they all still stand, or else removed and flagged (another erasure claimed
      * one since).
      */
-    async forgetDerived(input: ForgetStep): Promise<{ resummarised: string[]; removed: string[] }> {
+    async forgetDerived(
+      input: ForgetStep,
+    ): Promise<{ resummarised: string[]; removed: string[]; queriesRemoved: number }> {
       input = parseInput(forgetDerivedSchema, input, 'forget');
       const resummarised: string[] = [];
-      const removed = await eachDerivedSummary(input, async (summary, sources) => {
+      const { removed, queriesRemoved } = await eachDerivedSummary(input, async (summary, sources) => {
         const text = await summariser.summarise(sources.map((s) => ({ id: s._id, text: s.text })));
         await rewrite(input, summary, sources, text, true);
         resummarised.push(summary._id);
@@ -139,7 +148,7 @@ export function createForgetActivities(store: Store, summariser: Summariser) {
       });
       // The last step: the entry, the query log and every summary built from it are clean.
       await endErasure(store, input.agentId, input.entryId);
-      return { resummarised, removed };
+      return { resummarised, removed, queriesRemoved };
     },
   };
 }

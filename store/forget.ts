@@ -7,7 +7,7 @@ import { adjustDocumentFrequencies } from './terms';
 import { dropVectors } from './vectors';
 import { annotate } from './annotate';
 import { countTombstones } from './census';
-import { deleteEntry } from './erasure';
+import { beginErasure, deleteEntry, endErasure } from './erasure';
 import { findById, locateEntry, TIERS, tierCollection } from './tiers';
 import { releaseSources } from './nightly';
 
@@ -135,7 +135,11 @@ export async function replaceSummaryContent(
 /**
  * Remove a summary that cannot be rebuilt without the erased entry, leaving a flagged,
  * content-free tombstone for it, and unlink everything that leaned on it: sources are no
- * longer subsumed by it, and tombstones it stood in for are marked `erased`.
+ * longer subsumed by it, and tombstones it stood in for are marked `erased`. The summary held
+ * the erased content, so it is erased as an entry is (docs/invariants.md, Erasure wins): under
+ * an erasure mark of its own, since a night removes it after its source's erasure has ended,
+ * and out of the query log, where a recall may have logged it without its source. Returns how
+ * many logged recalls left the log.
  */
 export async function removeSummary(
   store: Store,
@@ -143,7 +147,8 @@ export async function removeSummary(
   summaryId: string,
   erasedId: string,
   at: number,
-): Promise<void> {
+): Promise<number> {
+  await beginErasure(store, agentId, summaryId);
   const reason = `${ERASED}: derived from erased entry ${erasedId}`;
   const written = await store.tombstones.replaceOne(
     { _id: summaryId, agentId },
@@ -158,6 +163,9 @@ export async function removeSummary(
   );
   await unlinkSummary(store, agentId, summaryId);
   await deleteEntry(store, agentId, summaryId);
+  const queriesRemoved = await eraseFromQueryLog(store, agentId, summaryId);
+  await endErasure(store, agentId, summaryId);
+  return queriesRemoved;
 }
 
 /**

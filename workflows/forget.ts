@@ -29,12 +29,14 @@ export async function forget(raw: ForgetInput) {
   const step = { ...input, at: Date.now() };
   await forgetTombstone(step);
   const policy = await currentPolicy();
-  const { removed, ...erased } = await forgetEntry({ ...step, policy });
+  const erased = await forgetEntry({ ...step, policy });
   const derived = await forgetDerived({ ...step, policy });
   return {
     entryId: input.entryId,
     resummarised: derived.resummarised,
-    removed: [...removed, ...derived.removed],
-    ...erased,
+    removed: [...erased.removed, ...derived.removed],
+    restored: erased.restored,
+    tiers: erased.tiers,
+    queriesRemoved: erased.queriesRemoved + derived.queriesRemoved,
   };
 }

@@ -147,6 +147,49 @@ describe('forget during a nightly run of the same agent', () => {
     for (const id of ids) await expectErased(agentId, id);
     expect(await env.store.hot.countDocuments({ agentId, kind: 'summary' })).toBe(0);
   }, 300_000);
+  it('between consolidation writing a summary of erased sources and removing it, a recall reads it', async () => {
+    const agentId = env.agent('race-summary-recall');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [
+        { text: 'The vault combination is 31-41-59, say the guards.', salience: 0.9, writtenAt: dayAt(0, 9) },
+        { text: 'Guards say the vault combination is 31-41-59.', salience: 0.9, writtenAt: dayAt(0, 10) },
+      ],
+    });
+    const ids = entries.map((e) => e.id);
+    // The sources' erasures have ended when the summary is written, so only the summary's own
+    // removal can take the recall's record out of the log.
+    const undoForget = interleaveOnce(
+      env.worker.store,
+      'hot',
+      'insertMany',
+      async () => {
+        for (const entryId of ids) await env.client.forget({ agentId, entryId });
+      },
+      (args) => (args[0] as Entry[]).some((d) => d.kind === 'summary'),
+    );
+    const recalled: string[] = [];
+    const undoRecall = interleaveOnce(
+      env.worker.store,
+      'tombstones',
+      'replaceOne',
+      async () => {
+        const { hits } = await env.client.recall({ agentId, query: 'vault combination', asOf: dayAt(1, 3) });
+        recalled.push(...hits.map((h) => h.id));
+      },
+      (args) => !ids.includes((args[0] as { _id: string })._id),
+    );
+    try {
+      await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
+    } finally {
+      undoRecall();
+      undoForget();
+    }
+    const [summary] = await env.store.tombstones.find({ agentId, _id: { $nin: ids } }).toArray();
+    expect(summary?.reason).toMatch(/^erased: derived from erased entry/);
+    expect(recalled).toContain(summary!._id);
+    for (const id of ids) await expectErased(agentId, id);
+  }, 300_000);
 });
 
 describe('a replayed write (same id) racing the entry it repeats', () => {

@@ -117,10 +117,21 @@ describe('forget (docs/invariants.md, Erasure wins)', () => {
     });
     const pressured = await env.client.consolidate({ agentId, asOf: dayAt(10, 3) });
     expect(pressured.counts.evicted).toBe(2);
+    // A logged recall that returned the summary but not the erased source: the summary's removal
+    // takes the record out of the log.
+    const recalled = await env.client.recall({
+      agentId,
+      query: 'courier pickups dock',
+      deep: true,
+      asOf: dayAt(10, 9),
+    });
+    const hitIds = recalled.hits.map((h) => h.id);
+    expect(hitIds).toContain(summaryId);
+    expect(hitIds).not.toContain(first);
 
     // `first` exists only as a tombstone now; forgetting it still clears what is left of it.
     const result = await env.client.forget({ agentId, entryId: first });
-    expect(result).toMatchObject({ resummarised: [], removed: [summaryId], tiers: [] });
+    expect(result).toMatchObject({ resummarised: [], removed: [summaryId], tiers: [], queriesRemoved: 1 });
     expect(await env.store.tombstones.findOne({ _id: first })).toMatchObject({ terms: [], reason: 'erased' });
     expect(await env.store.tombstones.findOne({ _id: summaryId })).toMatchObject({
       terms: [],

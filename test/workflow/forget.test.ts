@@ -46,7 +46,7 @@ function forgetStubs(fail?: (call: Call) => void) {
   };
   const forgetDerived: ForgetActivities['forgetDerived'] = async (input) => {
     hit('forgetDerived', input);
-    return { resummarised: ['s2', 's3'], removed: ['s4'] };
+    return { resummarised: ['s2', 's3'], removed: ['s4'], queriesRemoved: 1 };
   };
   const activities: ForgetActivities = { forgetTombstone, currentPolicy, forgetEntry, forgetDerived };
   return { activities, calls };
@@ -58,7 +58,7 @@ const RESULT = {
   removed: ['s1', 's4'],
   restored: ['f0'],
   tiers: ['hot', 'cold'],
-  queriesRemoved: 2,
+  queriesRemoved: 3,
 };
 
 let seq = 0;

@@ -52,7 +52,7 @@ function forgetStubs(calls: string[], gate: Promise<void> = Promise.resolve()): 
     },
     async forgetDerived() {
       calls.push('forgetDerived');
-      return { resummarised: [], removed: [] };
+      return { resummarised: [], removed: [], queriesRemoved: 0 };
     },
   } as unknown as ForgetActivities;
 }
