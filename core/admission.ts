@@ -85,9 +85,11 @@ export function connectionBudget(share: StoreShare): ConnectionBudget {
   const inFlight = Math.min(UNORDERED_IN_FLIGHT, Math.max(1, Math.floor(half / 2)));
   const statements = Math.max(1, Math.min(updatesPerCommand, Math.floor(half / inFlight) - 1));
   const background = {
-    // A tenth of the commands while callers are active (docs/serving.md, Tenant against tenant,
-    // measured); a quarter kept free for them otherwise.
-    whileActive: Math.max(1, Math.floor(commands / 10)),
+    // One command at a time while callers are active, however many units there are: each
+    // holds a share of the server's cores until it ends, and the server's cores, not its
+    // connections, decide how much a caller slows (docs/serving.md, Interactive before
+    // background). A quarter kept free for callers otherwise.
+    whileActive: 1,
     whileQuiet: commands - Math.max(1, Math.floor(commands / 4)),
     activeForMs: CALLERS_ACTIVE_FOR_MS,
   };

@@ -62,7 +62,7 @@ describe('the connection budget', () => {
       perProcess: 25,
       cursors: 5,
       commands: 20,
-      background: { whileActive: 2, whileQuiet: 15, activeForMs: 1_000 },
+      background: { whileActive: 1, whileQuiet: 15, activeForMs: 1_000 },
       updatesPerCommand: 16,
       unordered: { statements: 1, inFlight: 5 },
     });
