@@ -10,13 +10,14 @@
  *   npm run bench -- load
  *
  * Prints the calm tenant's recall and write-acknowledgement p99, idle and under the flood, in
- * the same run; the serving process's event-loop delay p99 under the flood; and the share of
+ * the same run (with an embeddings endpoint, also how long its queries took to embed); the serving process's event-loop delay p99 under the flood; and the share of
  * the flood answered 429.
  */
 import autocannon from 'autocannon';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { startHttpServer } from '../cli/commands/serve';
 import { createKey } from '../store/keys';
+import { hotAwaitingEmbedding } from '../store/vectors';
 import { emit, percentile, round, startBenchEnv } from './support';
 
 /** How long the flood lasts; the calm tenant's phases take about as long each. */
@@ -25,6 +26,8 @@ const FLOOD_CONNECTIONS = 32;
 /** The calm tenant's pace: a write and a recall every PACE_MS, well within its rate limit. */
 const PACE_MS = 250;
 const CALM_ROUNDS = Math.floor((FLOOD_SECONDS * 1000) / PACE_MS);
+/** Untimed rounds before the idle figures: the calm agent's first recalls load what it reads. */
+const WARM_UP_ROUNDS = 20;
 /** The flooder's agent: big entries, so a deep recall over them is the expensive kind. */
 const FLOOD_ENTRIES = 300;
 const FLOOD_TEXT_CHARS = 4_000;
@@ -61,16 +64,18 @@ async function main(): Promise<void> {
     const floodKey = (await createKey(env.client.store, `${flooder}*`, Date.now())).key;
     const calmKey = (await createKey(env.client.store, `${calm}*`, Date.now())).key;
 
-    const call = async (key: string, path: string, body: unknown): Promise<number> => {
+    const call = async (key: string, path: string, body: unknown): Promise<number> =>
+      (await timedCall(key, path, body)).ms;
+    const timedCall = async (key: string, path: string, body: unknown) => {
       const started = performance.now();
       const res = await fetch(`${base}${path}`, {
         method: 'POST',
         headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
         body: JSON.stringify(body),
       });
-      await res.arrayBuffer();
+      const answer = await res.text();
       if (!res.ok) throw new Error(`${path} answered ${res.status}`);
-      return performance.now() - started;
+      return { ms: performance.now() - started, answer };
     };
 
     console.error(`seeding ${FLOOD_ENTRIES} entries of ${FLOOD_TEXT_CHARS} characters for the flooder`);
@@ -85,19 +90,23 @@ async function main(): Promise<void> {
     }
 
     /** The calm tenant: a write and a recall every PACE_MS, each timed. */
-    const calmPhase = async (phase: string) => {
+    const calmPhase = async (phase: string, rounds = CALM_ROUNDS) => {
       const writes: number[] = [];
       const recalls: number[] = [];
-      for (let round = 0; round < CALM_ROUNDS; round++) {
+      /** Of each hybrid recall, the time its query took to embed (part of `recalls`). */
+      const queryEmbeddings: number[] = [];
+      for (let round = 0; round < rounds; round++) {
         const due = performance.now() + PACE_MS;
         const [w, r] = await Promise.all([
           call(calmKey, `/v1/agents/${calm}/memories`, {
             entries: [{ text: `${phase} note ${round}: the customs form for berth ${round % 7} is filed.` }],
           }),
-          call(calmKey, `/v1/agents/${calm}/recall`, { query: `pallets at berth ${round % 7}` }),
+          timedCall(calmKey, `/v1/agents/${calm}/recall`, { query: `pallets at berth ${round % 7}` }),
         ]);
         writes.push(w);
-        recalls.push(r);
+        recalls.push(r.ms);
+        const { retrieval } = JSON.parse(r.answer) as { retrieval: { queryEmbeddingMs?: number } };
+        if (retrieval.queryEmbeddingMs !== undefined) queryEmbeddings.push(retrieval.queryEmbeddingMs);
         const wait = due - performance.now();
         if (wait > 0) await new Promise((done) => setTimeout(done, wait));
       }
@@ -121,11 +130,25 @@ async function main(): Promise<void> {
         calls: writes.length + recalls.length,
         recallP50Ms: p50(recalls),
         recallP99Ms: p99(recalls),
+        ...(queryEmbeddings.length > 0 && {
+          queryEmbeddingP50Ms: p50(queryEmbeddings),
+          queryEmbeddingP99Ms: p99(queryEmbeddings),
+        }),
         writeAckP50Ms: p50(writes),
         writeAckP99Ms: p99(writes),
       };
     };
 
+    // The idle figures are of a settled system: the seeds embedded (with an endpoint), and the
+    // calm tenant past its first calls.
+    if (!LEXICAL) {
+      console.error('embedding the seeds');
+      for (const agentId of [flooder, calm]) {
+        while (await hotAwaitingEmbedding(env.client.store, agentId))
+          await new Promise((r) => setTimeout(r, 500));
+      }
+    }
+    await calmPhase('warm-up', WARM_UP_ROUNDS);
     console.error('calm tenant alone');
     const idle = await calmPhase('idle');
 
