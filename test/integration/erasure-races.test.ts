@@ -50,6 +50,19 @@ async function expectErased(agentId: string, id: string): Promise<void> {
   }
 }
 
+/** Every source is forgotten right before the night writes the summary it read them for. */
+function forgetBeforeSummaryWrite(agentId: string, ids: string[]): () => void {
+  return interleaveOnce(
+    env.worker.store,
+    'hot',
+    'insertMany',
+    async () => {
+      for (const entryId of ids) await env.client.forget({ agentId, entryId });
+    },
+    (args) => (args[0] as Entry[]).some((d) => d.kind === 'summary'),
+  );
+}
+
 /** The secret first (the oldest write, so reclaim spills it first), then five more. */
 async function agentWithSecret(name: string): Promise<{ agentId: string; secret: string }> {
   const agentId = env.agent(name);
@@ -130,15 +143,7 @@ describe('forget during a nightly run of the same agent', () => {
       ],
     });
     const ids = entries.map((e) => e.id);
-    const undo = interleaveOnce(
-      env.worker.store,
-      'hot',
-      'insertMany',
-      async () => {
-        for (const entryId of ids) await env.client.forget({ agentId, entryId });
-      },
-      (args) => (args[0] as Entry[]).some((d) => d.kind === 'summary'),
-    );
+    const undo = forgetBeforeSummaryWrite(agentId, ids);
     try {
       await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     } finally {
@@ -147,6 +152,7 @@ describe('forget during a nightly run of the same agent', () => {
     for (const id of ids) await expectErased(agentId, id);
     expect(await env.store.hot.countDocuments({ agentId, kind: 'summary' })).toBe(0);
   }, 300_000);
+
   it('between consolidation writing a summary of erased sources and removing it, a recall reads it', async () => {
     const agentId = env.agent('race-summary-recall');
     const { entries } = await env.client.write({
@@ -159,15 +165,7 @@ describe('forget during a nightly run of the same agent', () => {
     const ids = entries.map((e) => e.id);
     // The sources' erasures have ended when the summary is written, so only the summary's own
     // removal can take the recall's record out of the log.
-    const undoForget = interleaveOnce(
-      env.worker.store,
-      'hot',
-      'insertMany',
-      async () => {
-        for (const entryId of ids) await env.client.forget({ agentId, entryId });
-      },
-      (args) => (args[0] as Entry[]).some((d) => d.kind === 'summary'),
-    );
+    const undoForget = forgetBeforeSummaryWrite(agentId, ids);
     const recalled: string[] = [];
     const undoRecall = interleaveOnce(
       env.worker.store,
