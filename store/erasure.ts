@@ -46,6 +46,12 @@ export async function beginErasure(store: Store, agentId: string, id: string): P
   await store.agents.updateOne({ _id: agentId }, { $addToSet: { erasing: id } });
 }
 
+/** The ids (`*`: the whole agent) whose erasure is under way. */
+export async function erasuresUnderWay(store: Store, agentId: string): Promise<Set<string>> {
+  const record = await store.agents.findOne({ _id: agentId }, { projection: { erasing: 1 } });
+  return new Set(record?.erasing ?? []);
+}
+
 /** The erasure of `id` is over: every copy it removes is gone, the query log cleaned. */
 export async function endErasure(store: Store, agentId: string, id: string): Promise<void> {
   await store.agents.updateOne(

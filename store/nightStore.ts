@@ -24,8 +24,62 @@ import {
 import { summaryId } from '../core/ids';
 import { storedEntries, tierCollection, TIERS } from './tiers';
 import { previousRunAsOf } from './runs';
-import { countEntryTerms, documentFrequencies } from './terms';
+import { adjustDocumentFrequencies, documentFrequencies } from './terms';
+import { erasedAmong, erasuresUnderWay } from './erasure';
 import { findByIds } from './byIds';
+
+/**
+ * The night counts the terms of entries it read awaiting their count. An erasure may land in
+ * between, and it withdraws only what was counted when it read the entry: so once counted,
+ * each entry is looked at again, and what was counted for one no longer standing is withdrawn
+ * (docs/invariants.md, Erasure wins). Not standing: gone, changed (a summary an erasure
+ * rewrote awaits its count again), or claimed by an erasure, whether under way (it may have
+ * read the entry before it was counted, and delete it after this look) or ended (a replayed
+ * copy it has yet to withdraw). Counts err low, never high.
+ */
+async function countEntryTerms(
+  store: Store,
+  agentId: string,
+  entries: readonly Pick<Entry, '_id' | 'terms'>[],
+): Promise<void> {
+  const ids = entries.map((e) => e._id);
+  await adjustDocumentFrequencies(
+    store,
+    agentId,
+    entries.map((e) => e.terms),
+    1,
+  );
+  // Read after the count and before the entries: an erasure that read one before it was
+  // counted and deletes it after it is read again is under way all that time.
+  const [underWay, erased] = await Promise.all([
+    erasuresUnderWay(store, agentId),
+    erasedAmong(store, agentId, ids),
+  ]);
+  const claimed = (e: Pick<Entry, '_id' | 'derivedFrom'>) =>
+    underWay.has('*') ||
+    underWay.has(e._id) ||
+    erased.has(e._id) ||
+    (e.derivedFrom ?? []).some((source) => underWay.has(source));
+  const standing = await Promise.all(
+    entries.map(async ({ _id, terms }) => {
+      for (const tier of TIERS) {
+        const now = await tierCollection(store, tier).findOne(
+          { _id, agentId },
+          { projection: { terms: 1, pending: 1, derivedFrom: 1 } },
+        );
+        if (now)
+          return !now.pending?.includes('terms') && now.terms.join(' ') === terms.join(' ') && !claimed(now);
+      }
+      return false;
+    }),
+  );
+  await adjustDocumentFrequencies(
+    store,
+    agentId,
+    entries.filter((_, i) => !standing[i]).map((e) => e.terms),
+    -1,
+  );
+}
 
 const RECLAIM_FIELDS = {
   _id: 1,

@@ -1,4 +1,3 @@
-import type { Entry } from '../core/entry';
 import { findByIds } from './byIds';
 import type { Store } from './db';
 
@@ -56,41 +55,6 @@ export async function adjustDocumentFrequencies(
       { ordered: false },
     );
   }
-}
-
-/**
- * The night counts the terms of entries it read awaiting their count. An erasure may land in
- * between, and it withdraws only what was counted when it looked: so once counted, each entry
- * is read again, and what was counted for one no longer stored with those terms and counted
- * (erased, or a summary an erasure rewrote, which awaits its count again) is withdrawn
- * (docs/invariants.md, Erasure wins). Counts err low, never high.
- */
-export async function countEntryTerms(
-  store: Store,
-  agentId: string,
-  entries: readonly Pick<Entry, '_id' | 'terms'>[],
-): Promise<void> {
-  await adjustDocumentFrequencies(
-    store,
-    agentId,
-    entries.map((e) => e.terms),
-    1,
-  );
-  const standing = await Promise.all(
-    entries.map(async ({ _id, terms }) => {
-      for (const tier of [store.hot, store.cold]) {
-        const now = await tier.findOne({ _id, agentId }, { projection: { terms: 1, pending: 1 } });
-        if (now) return !now.pending?.includes('terms') && now.terms.join(' ') === terms.join(' ');
-      }
-      return false;
-    }),
-  );
-  await adjustDocumentFrequencies(
-    store,
-    agentId,
-    entries.filter((_, i) => !standing[i]).map((e) => e.terms),
-    -1,
-  );
 }
 
 /** Document frequencies as a nightly run leaves them, written at once (benchmarks load stores with it). */

@@ -8,9 +8,16 @@ import { parseConfig } from '../../core/config';
 import { storeLimitsOf } from '../../store/guard';
 import { openStore, type Store } from '../../store/db';
 import { insertNewEntries } from '../../store/entries';
-import { eraseFromQueryLog, removeSummary, tombstoneErasure, unlinkSupersession } from '../../store/forget';
+import {
+  eraseFromQueryLog,
+  removeSummary,
+  replaceSummaryContent,
+  tombstoneErasure,
+  unlinkSupersession,
+} from '../../store/forget';
 import { annotate } from '../../store/annotate';
-import { deleteEntry } from '../../store/erasure';
+import { beginErasure, deleteEntry, endErasure, withdrawErased } from '../../store/erasure';
+import { mongoNight } from '../../store/nightStore';
 import { evictEntry, rehydrateEntry, spillEntries, supersedeEntry } from '../../store/nightly';
 import type { RunContext } from '../../store/ledger';
 import { restoreEntry } from '../../store/restore';
@@ -305,3 +312,83 @@ describe('erasure steps on the real store', () => {
     expect(everything).not.toContain('4471');
   });
 });
+
+describe('document frequencies on the real store', () => {
+  const cases = [
+    { name: 'forget deletes it', erasing: true },
+    { name: 'a replayed copy of it is withdrawn, after its erasure ended', erasing: false },
+  ];
+  for (const { name, erasing } of cases) {
+    it(`a night counting an entry's terms while ${name} leaves no count of it`, async () => {
+      const a = `a-${randomUUID()}`;
+      const id = `${a}/gone`;
+      await insertNewEntries(store, [entry(a, id, 'Quartermaster ledgers balance on Fridays.')]);
+      expect((await store.hot.findOne({ _id: id }))!.pending).toContain('terms');
+      if (erasing) await beginErasure(store, a, id);
+      await tombstoneErasure(store, a, id, 9);
+      // The night counts the entry after the erasure read it awaiting its count (so there was
+      // nothing to withdraw) and before the erasure deletes it.
+      const night = mongoNight(store, { agentId: a, asOf: T0, runId: `${a}:run` }, 10);
+      const undo = interleaveOnce(store, 'hot', 'deleteOne', async () => {
+        for await (const batch of night.pending('terms')) await night.countTerms(batch);
+      });
+      try {
+        if (erasing) await deleteEntry(store, a, id);
+        else await withdrawErased(store, a, [id]);
+      } finally {
+        undo();
+      }
+      if (erasing) await endErasure(store, a, id);
+      expect(await tiersOf(a, id)).toEqual([]);
+      expect(await overcounted(a)).toEqual([]);
+    });
+  }
+
+  it("a night counting a summary's terms while forget rewrites it from its other source counts no erased word", async () => {
+    const a = `a-${randomUUID()}`;
+    const [gone, kept, sum] = [`${a}/gone`, `${a}/kept`, `${a}/sum`];
+    const goneText = 'Quartermaster ledgers balance on Fridays.';
+    const keptText = 'Depot gates open at dawn.';
+    await insertNewEntries(store, [
+      entry(a, gone, goneText, { subsumedBy: [{ summaryId: sum, lossless: true }] }),
+      entry(a, kept, keptText, { subsumedBy: [{ summaryId: sum, lossless: true }] }),
+      entry(a, sum, `- ${goneText}\n- ${keptText}`, { kind: 'summary', derivedFrom: [gone, kept] }),
+    ]);
+    await beginErasure(store, a, gone);
+    await tombstoneErasure(store, a, gone, 9);
+    // The night counts the summary after the rewrite read it awaiting its count (so there was
+    // nothing to withdraw) and before the rewrite replaces its text.
+    const night = mongoNight(store, { agentId: a, asOf: T0, runId: `${a}:run` }, 10);
+    const undo = interleaveOnce(
+      store,
+      'hot',
+      'updateOne',
+      async () => {
+        for await (const batch of night.pending('terms')) await night.countTerms(batch);
+      },
+      (args) => (args[0] as { _id: string })._id === sum,
+    );
+    const rewritten = entry(a, sum, `- ${keptText}`, { kind: 'summary', derivedFrom: [gone, kept] });
+    try {
+      await replaceSummaryContent(store, a, rewritten, new Map([[kept, true]]), gone, 9, { final: true });
+    } finally {
+      undo();
+    }
+    await deleteEntry(store, a, gone);
+    await endErasure(store, a, gone);
+    expect((await store.hot.findOne({ _id: sum }))!.text).toBe(`- ${keptText}`);
+    expect(await overcounted(a)).toEqual([]);
+  });
+});
+
+/** The agent's terms counted for more stored entries than hold them. */
+async function overcounted(agentId: string): Promise<string[]> {
+  const out: string[] = [];
+  for (const { _id, df } of await store.termStats.find({ agentId }).toArray()) {
+    const held =
+      (await store.hot.countDocuments({ termKeys: _id })) +
+      (await store.cold.countDocuments({ termKeys: _id }));
+    if (df > held) out.push(`${_id}: ${df} > ${held}`);
+  }
+  return out;
+}
