@@ -37,6 +37,7 @@ import {
   semanticDepth,
 } from '../core/hybrid';
 import { REFERENCE_PASSAGES } from '../core/referencePassages';
+import { embeddedQueryOf } from '../core/recall';
 import { seededRandom } from '../core/seededRandom';
 import { createEmbedder } from '../llm';
 import type { Embedder } from '../llm/embedder';
@@ -111,11 +112,19 @@ function log(line: string): void {
 }
 
 /**
- * The configured endpoint, else the local stack's embeddings server (started if need be, and
- * alone: the benchmark reads no store and runs no workflow). `started` says it is ours to stop.
+ * The configured endpoints, else the local stack's embeddings servers (started if need be, and
+ * alone: the benchmark reads no store and runs no workflow). `started` names those ours to stop.
  */
-async function embeddingsEndpoint(config: Config): Promise<{ url: string; started: boolean }> {
-  if (config.embeddingsUrl) return { url: config.embeddingsUrl, started: false };
+async function embeddingsEndpoint(
+  config: Config,
+): Promise<{ url: string; passagesUrl: string; started: string[] }> {
+  if (config.embeddingsUrl) {
+    return {
+      url: config.embeddingsUrl,
+      passagesUrl: config.embeddingsPassagesUrl ?? config.embeddingsUrl,
+      started: [],
+    };
+  }
   const started = await embeddingsUp(config, (line) => log(`[stack] ${line}`));
   const unavailable = localEmbeddingsUnavailable(config);
   if (unavailable) {
@@ -123,7 +132,8 @@ async function embeddingsEndpoint(config: Config): Promise<{ url: string; starte
       `the hybrid arm needs embeddings: ${unavailable}; or set MEMGATE_EMBEDDINGS_URL`,
     );
   }
-  return { url: endpoints(config).embeddingsUrl, started };
+  const local = endpoints(config);
+  return { url: local.embeddingsUrl, passagesUrl: local.embeddingsPassagesUrl, started };
 }
 
 const ids = (ranking: readonly { id: string }[]) => ranking.map((r) => r.id);
@@ -137,7 +147,7 @@ function referenceSimilarities(
   question: string,
   scale: (v: Float32Array) => Float32Array = (v) => v,
 ): number[] {
-  const query = scale(cache.get('query', question)!);
+  const query = scale(cache.get('query', embeddedQueryOf(question))!);
   return cosineRanking(
     query,
     REFERENCE_PASSAGES.map((p) => ({ id: p, vector: scale(cache.get('passage', p)!) })),
@@ -194,7 +204,8 @@ async function measure(embedder: Embedder, cache: EmbeddingCache, depth: number)
       continue;
     }
     out.turns += turns.length;
-    embedded += await cache.fill(embedder, 'query', [q.question]);
+    // What recall embeds of the question (every one of these is kept whole).
+    embedded += await cache.fill(embedder, 'query', [embeddedQueryOf(q.question)]);
     embedded += await cache.fill(embedder, 'passage', REFERENCE_PASSAGES);
     embedded += await cache.fill(
       embedder,
@@ -209,7 +220,7 @@ async function measure(embedder: Embedder, cache: EmbeddingCache, depth: number)
       turns.map((t) => ({ id: t.unitId, text: t.text })),
     );
     const semantic = cosineRanking(
-      cache.get('query', q.question)!,
+      cache.get('query', embeddedQueryOf(q.question))!,
       turns.map((t) => ({ id: t.unitId, vector: cache.get('passage', t.text)! })),
     );
     const hybrid = hybridRanking(lexical, semantic, referenceSimilarities(cache, q.question), depth);
@@ -298,7 +309,7 @@ async function measureParaphrases(
     await cache.fill(
       embedder,
       'query',
-      set.facts.map((f) => f.question),
+      set.facts.map((f) => embeddedQueryOf(f.question)),
     );
     await cache.fill(embedder, 'passage', [...REFERENCE_PASSAGES, ...texts]);
     const reference = REFERENCE_PASSAGES.map((p) => cache.get('passage', p)!);
@@ -307,7 +318,7 @@ async function measureParaphrases(
       const counts = { lexicalTop5: 0, semanticTop5: 0, hybridTop5: 0 };
       for (const f of set.facts) {
         const id = String(texts.indexOf(f.fact));
-        const query = scale(cache.get('query', f.question)!);
+        const query = scale(cache.get('query', embeddedQueryOf(f.question))!);
         const lexical = bm25Ranking(f.question, docs);
         const semantic = cosineRanking(query, vectors);
         const background = referenceSimilarities(cache, f.question, scale);
@@ -350,7 +361,7 @@ async function main() {
   // turns can take tens of seconds per batch, and a retry only queues the same work again.
   const config = parseConfig({ MEMGATE_OPENAI_TIMEOUT_MS: '120000', ...process.env });
   const endpoint = await embeddingsEndpoint(config);
-  const embedder = createEmbedder(config, endpoint.url);
+  const embedder = createEmbedder(config, endpoint);
   const depth = semanticDepth(K);
   let measured: Measured;
   let paraphrases: Record<string, ParaphraseFigures>;
@@ -364,7 +375,7 @@ async function main() {
       cache.close();
     }
   } finally {
-    if (endpoint.started) await stackDown(config, ['embeddings']);
+    if (endpoint.started.length > 0) await stackDown(config, endpoint.started);
   }
 
   const { results } = measured;

@@ -65,7 +65,7 @@ export async function baseVectors(env: BenchEnv, name: string): Promise<BaseVect
   if (!('url' in env.endpoints.embeddings)) {
     throw new Error(`${name} needs an embeddings endpoint: ${env.endpoints.embeddings.unavailable}`);
   }
-  const embedder = createEmbedder(env.config, env.endpoints.embeddings.url);
+  const embedder = createEmbedder(env.config, env.endpoints.embeddings);
   const cache = openEmbeddingCache(embeddingCacheDir(env.config), embedder.model, embedder.dimensions);
   const texts = baseTexts();
   await cache.fill(embedder, 'passage', texts, (done, missing) =>

@@ -45,7 +45,7 @@ import {
   type WriteLimits,
   type WriteRequestInput,
 } from '../core/entry';
-import { parseRecallRequest, type RecallRequestInput } from '../core/recall';
+import { embeddedQueryOf, parseRecallRequest, type RecallRequestInput } from '../core/recall';
 import { storeLimitsOf } from '../store/guard';
 import { openStore, storeFailure, type QuotaKind, type Store } from '../store/db';
 import { adoptPolicy } from '../store/policy';
@@ -138,6 +138,8 @@ export class MemgateClient {
   readonly vectorIndexes: VectorIndexes;
   private readonly embedder: Embedder | undefined;
   private reference: Promise<Float32Array[]> | undefined;
+  /** Per agent, the last of its query embeddings (`embedQuery`), settled either way. */
+  private readonly queryEmbeddings = new Map<string, Promise<void>>();
 
   private constructor(
     readonly temporal: Client,
@@ -149,7 +151,7 @@ export class MemgateClient {
     private readonly codec: ContentCodec,
   ) {
     this.vectorIndexes = new VectorIndexes(store, vectorIndexLimitsOf(config));
-    this.embedder = 'url' in embeddings ? createEmbedder(config, embeddings.url) : undefined;
+    this.embedder = 'url' in embeddings ? createEmbedder(config, embeddings) : undefined;
     this.limits = writeLimitsOf(policy);
     this.memory = memoryPolicy(policy);
     this.coalescer = new WriteCoalescer(
@@ -291,6 +293,32 @@ export class MemgateClient {
     return this.reference;
   }
 
+  /**
+   * One query embedding of an agent at the endpoint at a time, the next after it: a server that
+   * embeds one request at a time takes them in no order, and an agent whose recalls come many
+   * at once would otherwise hold every other agent's behind them (docs/serving.md, Embeddings in
+   * two lanes).
+   */
+  private embedQuery(
+    embedder: Embedder,
+    request: { agentId: string; query: string },
+  ): Promise<Float32Array[]> {
+    const { agentId } = request;
+    const before = this.queryEmbeddings.get(agentId);
+    const mine = (before ?? Promise.resolve())
+      .catch(() => undefined)
+      .then(() => embedder.embed([embeddedQueryOf(request.query)], 'query'));
+    const settled = mine.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.queryEmbeddings.set(agentId, settled);
+    void settled.then(() => {
+      if (this.queryEmbeddings.get(agentId) === settled) this.queryEmbeddings.delete(agentId);
+    });
+    return mine;
+  }
+
   private async semanticQuery(request: { agentId: string; query: string }): Promise<SemanticQuery> {
     if (!this.embedder) return { unavailable: (this.embeddings as { unavailable: string }).unavailable };
     const since = performance.now();
@@ -299,7 +327,7 @@ export class MemgateClient {
     this.vectorIndexes.prepare(request.agentId, { model, dimensions });
     try {
       const [[vector], reference] = await Promise.all([
-        this.embedder.embed([request.query], 'query'),
+        this.embedQuery(this.embedder, request),
         this.referenceVectors(this.embedder),
       ]);
       return {

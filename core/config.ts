@@ -508,6 +508,12 @@ export const CONFIG_SPECS = {
     allowed: 'an http(s) URL',
     doc: "OpenAI-compatible embeddings endpoint (`…/v1`) for semantic recall; unset uses the local stack's own embeddings server, or none (lexical recall only, said in every result) with a remote stack",
   }),
+  embeddingsPassagesUrl: spec({
+    env: 'MEMGATE_EMBEDDINGS_PASSAGES_URL',
+    schema: z.url(),
+    allowed: 'an http(s) URL',
+    doc: "OpenAI-compatible endpoint (`…/v1`, same model) that embeds passages: writes' entries, the nights' and `reembed`'s; queries go to MEMGATE_EMBEDDINGS_URL. Apart, a backlog of passages never holds a recall up at a server that embeds one request at a time, as the local stack's do (it runs one for each). Unset: MEMGATE_EMBEDDINGS_URL when that is set, else the local stack's passage server",
+  }),
   embeddingsApiKey: spec({
     env: 'MEMGATE_EMBEDDINGS_API_KEY',
     schema: text,
@@ -562,7 +568,14 @@ export const CONFIG_SPECS = {
     schema: port,
     allowed: 'a TCP port 1-65535',
     default: '8790',
-    doc: 'local embeddings server port',
+    doc: "port of the local embeddings server for queries (a recall's)",
+  }),
+  embeddingsPassagesPort: spec({
+    env: 'MEMGATE_EMBEDDINGS_PASSAGES_PORT',
+    schema: port,
+    allowed: 'a TCP port 1-65535',
+    default: '8791',
+    doc: 'port of the local embeddings server for passages (stored memories)',
   }),
   vectorIndexMaxVectors: spec({
     env: 'MEMGATE_VECTOR_INDEX_MAX_VECTORS',

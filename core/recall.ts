@@ -33,6 +33,37 @@ export function queryTermsOf(query: string): string[] {
   return terms(query).slice(0, MAX_QUERY_TERMS);
 }
 
+/**
+ * How much of a query is embedded, in tokens (estimated: the tokenizer is the model's). A
+ * model's time grows with its input, and every recall's query waits at one server for those
+ * before it: a query of 4,000 CJK characters holds a one-thread server for seconds, and a
+ * tenant sending them would hold up every other tenant's recall (docs/serving.md, Embeddings
+ * in two lanes). So it is bounded, like the query's terms: 128 keeps a question of a short
+ * paragraph whole (about 500 characters of English; the longest question of the retrieval
+ * benchmark has 258), and a long query costs what such a question costs.
+ */
+export const QUERY_EMBEDDING_TOKENS = 128;
+
+/**
+ * The beginning of a query that `QUERY_EMBEDDING_TOKENS` holds, cut at a space where there is
+ * one: an ASCII character counts a quarter of a token (English averages about four a token),
+ * any other a whole one (a CJK character is about one), so the estimate errs high.
+ */
+export function embeddedQueryOf(query: string): string {
+  let tokens = 0;
+  let end = 0;
+  for (const ch of query) {
+    tokens += ch.charCodeAt(0) < 0x80 ? 0.25 : 1;
+    if (tokens > QUERY_EMBEDDING_TOKENS) break;
+    end += ch.length;
+  }
+  if (end === query.length) return query;
+  const cut = query.slice(0, end);
+  if (/\s/.test(query[end]!)) return cut.trimEnd();
+  const space = cut.search(/\s\S*$/);
+  return (space > 0 ? cut.slice(0, space) : cut).trimEnd();
+}
+
 export type RecallRequestInput = z.input<typeof recallRequestSchema>;
 export type RecallRequest = z.output<typeof recallRequestSchema>;
 

@@ -10,7 +10,10 @@ import { modelError } from './openai';
  * differently: the endpoint is told which by `input_type`, by a configured prefix, or both.
  */
 export interface EmbedderSettings {
+  /** Where queries are embedded: a recall waits on them. */
   baseURL: string;
+  /** Where passages are embedded: background work, held apart so it never delays a query. */
+  passagesBaseURL: string;
   apiKey: string;
   model: string;
   dimensions: number;
@@ -82,8 +85,9 @@ export function normalised(v: ArrayLike<number>): Float32Array {
  * write's embedding and every night's embed phase of a worker), they queue at a server that
  * is busy, each times out there while it waits, and the server still embeds what nobody reads
  * any more: the more is sent, the less is done. Held here, a request's timeout counts the
- * endpoint's own time. Queries (one text, a recall waiting) go straight out. One budget per
- * endpoint (and size) for the whole process, whichever embedder spends it.
+ * endpoint's own time. Queries (one text, a recall waiting) go straight out, to an endpoint
+ * of their own when one is configured. One budget per endpoint (and size) for the whole
+ * process, whichever embedder spends it.
  */
 const passageSlots = new Map<string, Admission>();
 
@@ -91,7 +95,7 @@ const passageSlots = new Map<string, Admission>();
 const PASSAGE_WAIT_MS = 10 * 60_000;
 
 function slotsFor(s: EmbedderSettings): Admission {
-  const key = `${s.passagesInFlight} ${s.baseURL}`;
+  const key = `${s.passagesInFlight} ${s.passagesBaseURL}`;
   let slots = passageSlots.get(key);
   if (!slots) passageSlots.set(key, (slots = new Admission(s.passagesInFlight)));
   return slots;
@@ -99,10 +103,13 @@ function slotsFor(s: EmbedderSettings): Admission {
 
 export function openAIEmbedder(s: EmbedderSettings): Embedder {
   // Retries belong to the caller's policy (a Temporal activity, the recall path's fallback).
-  const client = new OpenAI({ baseURL: s.baseURL, apiKey: s.apiKey, timeout: s.timeoutMs, maxRetries: 0 });
+  const client = (baseURL: string) =>
+    new OpenAI({ baseURL, apiKey: s.apiKey, timeout: s.timeoutMs, maxRetries: 0 });
+  const queries = client(s.baseURL);
+  const passages = s.passagesBaseURL === s.baseURL ? queries : client(s.passagesBaseURL);
   const slots = slotsFor(s);
   const send = async (body: OpenAI.Embeddings.EmbeddingCreateParams, use: EmbeddingUse) => {
-    if (use === 'query') return client.embeddings.create(body);
+    if (use === 'query') return queries.embeddings.create(body);
     let release: () => void;
     try {
       release = await slots.acquire(1, Date.now() + PASSAGE_WAIT_MS);
@@ -114,7 +121,7 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
       );
     }
     try {
-      return await client.embeddings.create(body);
+      return await passages.embeddings.create(body);
     } finally {
       release();
     }

@@ -70,12 +70,13 @@ export function chooseJudge(models: Models, choice: JudgeChoice): Judge {
 }
 
 /**
- * Where embeddings come from, as the caller resolved it (the configured URL, the local
- * stack's server), or why there is none: recall then says it is lexical only, never silently.
+ * Where embeddings come from, as the caller resolved it (the configured URLs, the local
+ * stack's servers), or why there is none: recall then says it is lexical only, never silently.
+ * Queries go to `url`, passages to `passagesUrl` (docs/serving.md, Embeddings in two lanes).
  */
-export type EmbeddingsEndpoint = { url: string } | { unavailable: string };
+export type EmbeddingsEndpoint = { url: string; passagesUrl: string } | { unavailable: string };
 
-/** The embedder of the configured model, on the endpoint the caller resolved (configured or local). */
+/** The embedder of the configured model, on the endpoints the caller resolved (configured or local). */
 export function createEmbedder(
   config: Pick<
     Config,
@@ -88,10 +89,11 @@ export function createEmbedder(
     | 'openaiTimeoutMs'
     | 'embeddingsInFlight'
   >,
-  baseURL: string,
+  endpoint: { url: string; passagesUrl: string },
 ): Embedder {
   return openAIEmbedder({
-    baseURL,
+    baseURL: endpoint.url,
+    passagesBaseURL: endpoint.passagesUrl,
     // The SDK insists on a key; local servers ignore it.
     apiKey: config.embeddingsApiKey ?? 'none',
     model: config.embeddingsModel,

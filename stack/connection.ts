@@ -4,7 +4,7 @@ import type { Config } from '../core/config';
 import { CONFIG_SPECS } from '../core/config';
 import { InvalidConfigError } from '../core/errors';
 import type { EmbeddingsEndpoint } from '../llm';
-import { endpoints, localEmbeddingsUnavailable, portAnswers, type StackSettings } from './stack';
+import { embeddingsSilent, endpoints, localEmbeddingsUnavailable, type StackSettings } from './stack';
 
 /** A PEM file a setting names, or InvalidConfig naming the setting. */
 function pem(key: 'temporalTlsCaFile' | 'temporalTlsCertFile' | 'temporalTlsKeyFile', path: string): Buffer {
@@ -55,26 +55,27 @@ export function temporalConnectionOptions(
 }
 
 /**
- * Where embeddings come from: the configured endpoint; else, with the local stack, its own
- * server when it answers; else none, with the reason recall will give for being lexical only.
+ * Where embeddings come from: the configured endpoints; else, with the local stack, its own
+ * servers when they answer; else none, with the reason recall will give for being lexical only.
  */
 export async function resolveEmbeddings(
-  c: Pick<Config, 'embeddingsUrl' | 'embeddingsPort' | 'cacheDir' | 'stateDir'> & {
+  c: Pick<Config, 'embeddingsUrl' | 'embeddingsPassagesUrl' | 'cacheDir' | 'stateDir'> & {
     temporalAddress?: string | undefined;
     mongoUri?: string | undefined;
   },
   settings: StackSettings,
 ): Promise<EmbeddingsEndpoint> {
-  if (c.embeddingsUrl) return { url: c.embeddingsUrl };
+  if (c.embeddingsUrl)
+    return { url: c.embeddingsUrl, passagesUrl: c.embeddingsPassagesUrl ?? c.embeddingsUrl };
   if (c.temporalAddress && c.mongoUri) {
     return {
       unavailable: 'no embeddings endpoint: MEMGATE_EMBEDDINGS_URL is unset and the stack is not local',
     };
   }
-  if (await portAnswers(c.embeddingsPort)) return { url: endpoints(settings).embeddingsUrl };
-  return {
-    unavailable:
-      localEmbeddingsUnavailable(settings) ??
-      `the local embeddings server on 127.0.0.1:${c.embeddingsPort} does not answer`,
-  };
+  const silent = await embeddingsSilent(settings);
+  if (silent === undefined) {
+    const local = endpoints(settings);
+    return { url: local.embeddingsUrl, passagesUrl: c.embeddingsPassagesUrl ?? local.embeddingsPassagesUrl };
+  }
+  return { unavailable: localEmbeddingsUnavailable(settings) ?? `local: ${silent}` };
 }

@@ -39,7 +39,7 @@ import {
 
 const run = promisify(execFile);
 
-/** The embeddings server's niceness: below the servers that acknowledge writes and recall. */
+/** The passage server's niceness: below the servers that acknowledge writes and recall. */
 export const EMBEDDINGS_NICENESS = 10;
 
 export const TEMPORAL_CLI_VERSION = 'v1.9.1';
@@ -53,6 +53,7 @@ export interface StackSettings {
   mongoPort: number;
   postgresPort: number;
   embeddingsPort: number;
+  embeddingsPassagesPort: number;
   /** FerretDB's pool (MEMGATE_STORE_CONNECTIONS), and PostgreSQL sized to hold it. */
   storeConnections: number;
   /** The processes that share them: the watchdog is one, and takes its share. */
@@ -65,8 +66,10 @@ export interface StackEndpoints {
   temporalAddress: string;
   mongoUri: string;
   uiUrl: string;
-  /** OpenAI-compatible base URL of the local embeddings server. */
+  /** OpenAI-compatible base URL of the local embeddings server for queries. */
   embeddingsUrl: string;
+  /** That of the local embeddings server for passages. */
+  embeddingsPassagesUrl: string;
 }
 
 type Log = (line: string) => void;
@@ -109,6 +112,7 @@ export function endpoints(s: StackSettings): StackEndpoints {
     mongoUri: `mongodb://127.0.0.1:${s.mongoPort}/`,
     uiUrl: `http://127.0.0.1:${s.temporalUiPort}`,
     embeddingsUrl: `http://127.0.0.1:${s.embeddingsPort}/v1`,
+    embeddingsPassagesUrl: `http://127.0.0.1:${s.embeddingsPassagesPort}/v1`,
   };
 }
 
@@ -401,29 +405,26 @@ export interface StackStatus {
   /** Why `mongo` is false: its port is closed, or it did not answer in time. */
   mongoProblem?: string;
   postgres: boolean;
+  /** Both embeddings servers (queries, passages) answer. */
   embeddings: boolean;
-  /** Hybrid (lexical and semantic) while the embeddings server answers; else lexical, and why. */
+  /** Hybrid (lexical and semantic) while the embeddings servers answer; else lexical, and why. */
   recall: { mode: 'hybrid' | 'lexical'; reason?: string };
   endpoints: StackEndpoints;
 }
 
 export async function stackStatus(s: StackSettings): Promise<StackStatus> {
-  const [temporal, temporalUi, mongoProblem, postgres, embeddings] = await Promise.all([
+  const [temporal, temporalUi, mongoProblem, postgres, embeddingsProblem] = await Promise.all([
     portAnswers(s.temporalPort),
     portAnswers(s.temporalUiPort),
     storeProblem(s),
     portAnswers(s.postgresPort),
-    embeddingsAnswer(s.embeddingsPort),
+    embeddingsSilent(s),
   ]);
   const mongo = mongoProblem === undefined;
+  const embeddings = embeddingsProblem === undefined;
   const recall: StackStatus['recall'] = embeddings
     ? { mode: 'hybrid' }
-    : {
-        mode: 'lexical',
-        reason:
-          localEmbeddingsUnavailable(s) ??
-          `the embeddings server on 127.0.0.1:${s.embeddingsPort} does not answer`,
-      };
+    : { mode: 'lexical', reason: localEmbeddingsUnavailable(s) ?? embeddingsProblem };
   return {
     temporal,
     temporalUi,
@@ -470,26 +471,58 @@ export function localEmbeddingsUnavailable(s: StackSettings): string | undefined
 }
 
 /**
- * Start the embeddings server unless one answers on its port; returns whether this call
- * started it. Semantic recall is an addition to lexical recall, not a condition of memgate
- * working: a server that cannot be obtained or started never fails the stack. The reason is
- * recorded in the state directory instead (see `localEmbeddingsUnavailable`) and logged.
- * `env` is the environment of the install and of the server.
+ * The local embeddings servers, one per lane: a server embeds one request at a time, so a
+ * recall's query behind a batch of passages (a write burst, a night) would wait seconds for
+ * it (docs/serving.md). Queries serve a caller waiting; passages are background work and
+ * yield the CPU to the write path: the entries a write acknowledged are embedded after it,
+ * and on a small machine that must not take the CPU its next acknowledgement needs
+ * (bench/write-path).
+ */
+function embeddingsLanes(s: StackSettings) {
+  return [
+    { name: 'embeddings', port: s.embeddingsPort, portEnv: 'MEMGATE_EMBEDDINGS_PORT', niceness: 0 },
+    {
+      name: 'embeddings-passages',
+      port: s.embeddingsPassagesPort,
+      portEnv: 'MEMGATE_EMBEDDINGS_PASSAGES_PORT',
+      niceness: EMBEDDINGS_NICENESS,
+    },
+  ] as const;
+}
+
+/** Why the local embeddings servers do not serve: the first that does not answer; undefined while both do. */
+export async function embeddingsSilent(s: StackSettings): Promise<string | undefined> {
+  for (const lane of embeddingsLanes(s)) {
+    if (!(await embeddingsAnswer(lane.port))) {
+      return `the embeddings server on 127.0.0.1:${lane.port} does not answer`;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Start the embeddings servers (one for queries, one for passages) unless they answer on their
+ * ports; returns the names of those this call started. Semantic recall is an addition to
+ * lexical recall, not a condition of memgate working: a server that cannot be obtained or
+ * started never fails the stack. The reason is recorded in the state directory instead (see
+ * `localEmbeddingsUnavailable`) and logged, and neither server is left running. `env` is the
+ * environment of the install and of the servers.
  */
 export async function embeddingsUp(
   s: StackSettings,
   log: Log = console.log,
   env: NodeJS.ProcessEnv = process.env,
-): Promise<boolean> {
+): Promise<string[]> {
   const p = paths(s);
   mkdirSync(p.state, { recursive: true });
-  let started = false;
+  const started: string[] = [];
   try {
-    if (!(await embeddingsAnswer(s.embeddingsPort))) {
-      if (await portAnswers(s.embeddingsPort)) {
+    for (const lane of embeddingsLanes(s)) {
+      if (await embeddingsAnswer(lane.port)) continue;
+      if (await portAnswers(lane.port)) {
         throw new StackUnavailableError(
-          `127.0.0.1:${s.embeddingsPort} is taken by a server that is not an embeddings server ` +
-            '(no {"status":"ok"} at /health); set MEMGATE_EMBEDDINGS_PORT to a free port',
+          `127.0.0.1:${lane.port} is taken by a server that is not an embeddings server ` +
+            `(no {"status":"ok"} at /health); set ${lane.portEnv} to a free port`,
         );
       }
       const bin = await obtainEmbeddingsServer(p.cache, log, env);
@@ -498,30 +531,30 @@ export async function embeddingsUp(
         // One thread: by default it would take every core for each batch, and on a small
         // machine starve Temporal, FerretDB and PostgreSQL; one thread embeds a query in
         // milliseconds.
-        ['--host', '127.0.0.1', '--port', String(s.embeddingsPort), '--threads', '1'],
-        'embeddings',
+        ['--host', '127.0.0.1', '--port', String(lane.port), '--threads', '1'],
+        lane.name,
         p,
         { env },
       );
-      started = true;
-      // Background work yields to the write path: the entries a write acknowledged are
-      // embedded after it, and on a small machine that must not take the CPU its next
-      // acknowledgement needs (bench/write-path). A system that refuses keeps it as it is.
-      try {
-        setPriority(pid, EMBEDDINGS_NICENESS);
-      } catch (err) {
-        log(`the embeddings server keeps its CPU priority: ${(err as Error).message}`);
+      started.push(lane.name);
+      // A system that refuses keeps it as it is.
+      if (lane.niceness !== 0) {
+        try {
+          setPriority(pid, lane.niceness);
+        } catch (err) {
+          log(`the embeddings server keeps its CPU priority: ${(err as Error).message}`);
+        }
       }
       await waitFor(
-        'the embeddings server',
+        `the embeddings server (${lane.name})`,
         async () => {
           // A server that exited (a bad wheel, a port taken meanwhile) will never answer.
           if (!alive(pid)) {
-            throw new StackUnavailableError(`the embeddings server exited; ${logTail(p.log('embeddings'))}`);
+            throw new StackUnavailableError(`the embeddings server exited; ${logTail(p.log(lane.name))}`);
           }
-          return embeddingsAnswer(s.embeddingsPort);
+          return embeddingsAnswer(lane.port);
         },
-        p.log('embeddings'),
+        p.log(lane.name),
         30_000,
       );
     }
@@ -529,11 +562,11 @@ export async function embeddingsUp(
     return started;
   } catch (err) {
     // Nothing half-started is left behind: a server that did not answer is stopped.
-    if (started) await stackDown(s, ['embeddings']);
+    if (started.length > 0) await stackDown(s, started);
     const reason = (err as Error).message;
     writeFileSync(p.embeddingsUnavailable, `${reason}\n`);
     log(`recall is lexical only (no embeddings server): ${reason}`);
-    return false;
+    return [];
   }
 }
 
@@ -687,7 +720,7 @@ export async function stackUp(
     started.push('ferretdb');
   } else checkFerretDbPool(s, p);
   // Started before the waits below, so it loads while Temporal and FerretDB do.
-  if (await embeddingsUp(s, log)) started.push('embeddings');
+  started.push(...(await embeddingsUp(s, log)));
   await waitFor('FerretDB', () => portAnswers(s.mongoPort), p.log('ferretdb'));
   if (startWatchdog(s, p)) started.push('watchdog');
   await waitFor('Temporal', () => temporalReady(bins.temporal, s), p.log('temporal'));
@@ -707,7 +740,14 @@ function alive(pid: number): boolean {
 const STOP_SIGNAL: Record<string, NodeJS.Signals> = { postgres: 'SIGINT' };
 
 /** The servers a state directory may start, in the order they stop. */
-const SERVERS = ['watchdog', 'embeddings', 'temporal', 'ferretdb', 'postgres'] as const;
+const SERVERS = [
+  'watchdog',
+  'embeddings',
+  'embeddings-passages',
+  'temporal',
+  'ferretdb',
+  'postgres',
+] as const;
 
 /**
  * The servers this state directory started that still run, by name: a benchmark charges each

@@ -11,6 +11,8 @@ import { createMemgateWorker } from '../../worker/worker';
 import { VectorBudget } from '../../store/vectorIndexes';
 import { MEMORIES, PARAPHRASE } from '../support/memories';
 import { untilEmbedded } from '../support/embedded';
+import { recordingEmbeddings } from '../support/recordingEmbeddings';
+import { embeddedQueryOf } from '../../core/recall';
 
 /**
  * Semantic recall against the real embeddings server the stack runs: what the agent means
@@ -62,7 +64,7 @@ describe('recall without embeddings says it is lexical only', () => {
     });
     const down = await MemgateClient.connect(env.config, {
       ...env.endpoints,
-      embeddings: { url: 'http://127.0.0.1:9/v1' },
+      embeddings: { url: 'http://127.0.0.1:9/v1', passagesUrl: 'http://127.0.0.1:9/v1' },
     });
     try {
       const a = await none.recall({ agentId, query: 'favourite colour' });
@@ -75,6 +77,50 @@ describe('recall without embeddings says it is lexical only', () => {
     } finally {
       await none.close();
       await down.close();
+    }
+  }, 60_000);
+});
+
+describe('query embeddings at an endpoint that embeds one request at a time', () => {
+  it("are bounded in length, and an agent's go one at a time, so another agent's wait behind one at most", async () => {
+    const agentId = env.agent('one-at-a-time');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
+    });
+    await untilEmbedded(
+      env.store,
+      agentId,
+      entries.map((e) => e.id),
+    );
+    const queries = await recordingEmbeddings(inject('embeddingsUrl'));
+    const client = await MemgateClient.connect(env.config, {
+      ...env.endpoints,
+      embeddings: { url: queries.url, passagesUrl: inject('embeddingsPassagesUrl') },
+    });
+    // As long as a query may be: 2,000 distinct CJK characters.
+    const long = Array.from({ length: 2_000 }, (_, i) => String.fromCodePoint(0x4e00 + i)).join(' ');
+    const asked = [
+      long,
+      PARAPHRASE,
+      `${long.slice(0, 1_000)} favourite colour`,
+      PARAPHRASE,
+      long,
+      PARAPHRASE,
+    ];
+    try {
+      const answers = await Promise.all(asked.map((query) => client.recall({ agentId, query })));
+      for (const a of answers) expect(a.retrieval.mode).toBe('hybrid');
+      expect(queries.record.mostInFlight).toBe(1);
+      expect(queries.record.requests.map((r) => r.input).sort()).toEqual(
+        asked.map((q) => [embeddedQueryOf(q)]).sort(),
+      );
+      expect(Math.max(...queries.record.requests.map((r) => r.input[0]!.length))).toBeLessThan(
+        long.length / 10,
+      );
+    } finally {
+      await client.close();
+      await queries.close();
     }
   }, 60_000);
 });

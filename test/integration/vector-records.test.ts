@@ -79,7 +79,7 @@ describe('vector records that do not fit', () => {
         MEMGATE_TASK_QUEUE: env.config.taskQueue,
         MEMGATE_EMBEDDINGS_DIMENSIONS: String(larger),
       },
-      { embeddings: { url: proxy.url } },
+      { embeddings: { url: proxy.url, passagesUrl: proxy.url } },
     );
     try {
       const before = await next.client.recall({ agentId, query: PARAPHRASE });

@@ -50,7 +50,10 @@ export async function startTestEnv(
   const endpoints: ClientEndpoints = {
     temporalAddress: inject('temporalAddress'),
     mongoUri: opts.mongoUri ?? inject('mongoUri'),
-    embeddings: opts.embeddings ?? { url: inject('embeddingsUrl') },
+    embeddings: opts.embeddings ?? {
+      url: inject('embeddingsUrl'),
+      passagesUrl: inject('embeddingsPassagesUrl'),
+    },
   };
   const bundle = { codePath: inject('workflowBundlePath') };
   // Without one (process-kill tests), the test runs `memgate worker` processes itself.

@@ -13,6 +13,7 @@ declare module 'vitest' {
     mongoUri: string;
     /** The local stack's embeddings server, or MEMGATE_EMBEDDINGS_URL's; none is an error here. */
     embeddingsUrl: string;
+    embeddingsPassagesUrl: string;
     workflowBundlePath: string;
     /** The local stack's PostgreSQL under FerretDB; null when the tests use configured servers. */
     postgres: (PostgresPaths & { port: number }) | null;
@@ -50,6 +51,7 @@ export default async function setup(project: TestProject) {
   project.provide('temporalAddress', temporalAddress);
   project.provide('mongoUri', mongoUri);
   project.provide('embeddingsUrl', embeddings.url);
+  project.provide('embeddingsPassagesUrl', embeddings.passagesUrl);
   project.provide('workflowBundlePath', workflowBundlePath);
   project.provide(
     'postgres',
