@@ -305,9 +305,10 @@ export class MemgateClient {
   ): Promise<Float32Array[]> {
     const { agentId } = request;
     const before = this.queryEmbeddings.get(agentId);
-    const mine = (before ?? Promise.resolve())
-      .catch(() => undefined)
-      .then(() => embedder.embed([embeddedQueryOf(request.query)], 'query'));
+    // `before` never rejects: it is the previous one, settled either way.
+    const mine = (before ?? Promise.resolve()).then(() =>
+      embedder.embed([embeddedQueryOf(request.query)], 'query'),
+    );
     const settled = mine.then(
       () => undefined,
       () => undefined,

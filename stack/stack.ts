@@ -516,6 +516,7 @@ export async function embeddingsUp(
   const p = paths(s);
   mkdirSync(p.state, { recursive: true });
   const started: string[] = [];
+  let bin: string | undefined;
   try {
     for (const lane of embeddingsLanes(s)) {
       if (await embeddingsAnswer(lane.port)) continue;
@@ -525,7 +526,7 @@ export async function embeddingsUp(
             `(no {"status":"ok"} at /health); set ${lane.portEnv} to a free port`,
         );
       }
-      const bin = await obtainEmbeddingsServer(p.cache, log, env);
+      bin ??= await obtainEmbeddingsServer(p.cache, log, env);
       const pid = startDetached(
         bin,
         // One thread: by default it would take every core for each batch, and on a small

@@ -60,23 +60,32 @@ async function countEntryTerms(
     underWay.has(e._id) ||
     erased.has(e._id) ||
     (e.derivedFrom ?? []).some((source) => underWay.has(source));
-  const standing = await Promise.all(
-    entries.map(async ({ _id, terms }) => {
-      for (const tier of TIERS) {
-        const now = await tierCollection(store, tier).findOne(
-          { _id, agentId },
-          { projection: { terms: 1, pending: 1, derivedFrom: 1 } },
-        );
-        if (now)
-          return !now.pending?.includes('terms') && now.terms.join(' ') === terms.join(' ') && !claimed(now);
-      }
-      return false;
-    }),
-  );
+  // Each entry as stored now, hot first (mid-move it may be in both), read by ids.
+  const now = new Map<string, Entry>();
+  for (const tier of TIERS) {
+    const unseen = ids.filter((id) => !now.has(id));
+    if (unseen.length === 0) break;
+    const found = await findByIds(tierCollection(store, tier), unseen, {
+      agentId: 1,
+      terms: 1,
+      pending: 1,
+      derivedFrom: 1,
+    });
+    for (const [id, e] of found) if (e.agentId === agentId) now.set(id, e);
+  }
+  const standing = (e: Pick<Entry, '_id' | 'terms'>) => {
+    const stored = now.get(e._id);
+    return (
+      stored !== undefined &&
+      !stored.pending?.includes('terms') &&
+      stored.terms.join(' ') === e.terms.join(' ') &&
+      !claimed(stored)
+    );
+  };
   await adjustDocumentFrequencies(
     store,
     agentId,
-    entries.filter((_, i) => !standing[i]).map((e) => e.terms),
+    entries.filter((e) => !standing(e)).map((e) => e.terms),
     -1,
   );
 }

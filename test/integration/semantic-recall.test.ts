@@ -47,6 +47,19 @@ function holdVectorReads(store: Store, gate: Promise<void>): void {
   });
 }
 
+/** An agent holding MEMORIES, written at T0 on, once its workflow has embedded them all. */
+async function embeddedMemories(name: string): Promise<{ agentId: string; ids: string[] }> {
+  const agentId = env.agent(name);
+  const { entries } = await env.client.write({
+    agentId,
+    entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
+  });
+  const ids = entries.map((e) => e.id);
+  // The write was acknowledged before any vector: the agent's workflow embeds afterwards.
+  await untilEmbedded(env.store, agentId, ids);
+  return { agentId, ids };
+}
+
 beforeAll(async () => {
   env = await startTestEnv();
 }, 120_000);
@@ -83,16 +96,7 @@ describe('recall without embeddings says it is lexical only', () => {
 
 describe('query embeddings at an endpoint that embeds one request at a time', () => {
   it("are bounded in length, and an agent's go one at a time, so another agent's wait behind one at most", async () => {
-    const agentId = env.agent('one-at-a-time');
-    const { entries } = await env.client.write({
-      agentId,
-      entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
-    });
-    await untilEmbedded(
-      env.store,
-      agentId,
-      entries.map((e) => e.id),
-    );
+    const { agentId } = await embeddedMemories('one-at-a-time');
     const queries = await recordingEmbeddings(inject('embeddingsUrl'));
     const client = await MemgateClient.connect(env.config, {
       ...env.endpoints,
@@ -127,16 +131,7 @@ describe('query embeddings at an endpoint that embeds one request at a time', ()
 
 describe("an agent's first hybrid recall in a process", () => {
   it('answers lexically, saying the index is loading, once it has waited MEMGATE_RECALL_INDEX_WAIT_MS; the load goes on', async () => {
-    const agentId = env.agent('loading');
-    const { entries } = await env.client.write({
-      agentId,
-      entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
-    });
-    await untilEmbedded(
-      env.store,
-      agentId,
-      entries.map((e) => e.id),
-    );
+    const { agentId } = await embeddedMemories('loading');
     // A process of its own, so the agent's index is not in its memory yet; it waits not at all.
     const impatient = await MemgateClient.connect({ ...env.config, recallIndexWaitMs: 0 }, env.endpoints);
     // The load starts while the query embeds: held until the first recall has answered, so that
@@ -240,14 +235,7 @@ describe('the write path embeds in a pause of the writes', () => {
 
 describe('hybrid recall', () => {
   it('finds a paraphrase that shares no word, and says it was found by meaning', async () => {
-    const agentId = env.agent('paraphrase');
-    const { entries } = await env.client.write({
-      agentId,
-      entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
-    });
-    const ids = entries.map((e) => e.id);
-    // The write was acknowledged before any vector: the agent's workflow embeds afterwards.
-    await untilEmbedded(env.store, agentId, ids);
+    const { agentId, ids } = await embeddedMemories('paraphrase');
 
     const res = await env.client.recall({ agentId, query: PARAPHRASE });
     expect(res.retrieval).toMatchObject({
@@ -296,13 +284,7 @@ describe('hybrid recall', () => {
   }, 120_000);
 
   it('forget removes the vector with the content: no recall finds the entry by meaning', async () => {
-    const agentId = env.agent('forget');
-    const { entries } = await env.client.write({
-      agentId,
-      entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
-    });
-    const ids = entries.map((e) => e.id);
-    await untilEmbedded(env.store, agentId, ids);
+    const { agentId, ids } = await embeddedMemories('forget');
     // The index is loaded before the erasure: it must learn of it from the store.
     expect((await env.client.recall({ agentId, query: PARAPHRASE })).hits[0]?.id).toBe(ids[0]);
 
@@ -454,13 +436,7 @@ describe('hybrid recall', () => {
   }, 180_000);
 
   it('reports a change of model, and reembed converts the store to the new one', async () => {
-    const agentId = env.agent('model');
-    const { entries } = await env.client.write({
-      agentId,
-      entries: MEMORIES.map((text, i) => ({ text, writtenAt: T0 + i })),
-    });
-    const ids = entries.map((e) => e.id);
-    await untilEmbedded(env.store, agentId, ids);
+    const { agentId, ids } = await embeddedMemories('model');
 
     // The same server under another model name: to memgate, another model.
     const renamed = 'multilingual-e5-small-q4-renamed';
