@@ -27,7 +27,7 @@ import { heartbeat } from './liveness';
  * embeddings endpoint embeds nothing and says why; the entries keep their `embed` work.
  */
 export function createEmbedActivities(store: Store, config: Config, endpoint: EmbeddingsEndpoint) {
-  const embedder = 'url' in endpoint ? createEmbedder(config, endpoint) : undefined;
+  const embedder = 'queryUrls' in endpoint ? createEmbedder(config, endpoint) : undefined;
 
   /** Embed and store the vectors of these ids that need one, then settle their work. */
   async function embedIds(e: Embedder, agentId: string, ids: readonly string[]): Promise<number> {

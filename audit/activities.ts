@@ -149,7 +149,7 @@ export function createAuditActivities(
   // The audit's agents are its own, on its own task queue (the nightly run never touches
   // them), and one process runs it: the auditing operator's settings decide for them.
   const policy = memoryPolicy(config);
-  const embedder = 'url' in embeddings ? createEmbedder(config, embeddings) : undefined;
+  const embedder = 'queryUrls' in embeddings ? createEmbedder(config, embeddings) : undefined;
   let vectors: EmbeddingCache | undefined;
 
   /**

@@ -170,7 +170,7 @@ interface Cell {
 }
 
 async function measureCell(config: Config, server: Server, set: TextSet, batch: number) {
-  const embedder = createEmbedder(config, { url: server.url, passagesUrl: server.url });
+  const embedder = createEmbedder(config, { queryUrls: [server.url], passagesUrl: server.url });
   const calls: number[] = [];
   let texts = 0;
   let characters = 0;
@@ -221,7 +221,7 @@ async function warmServer(config: Config, bin: string, threads: number, sets: re
   const server = await startServer(bin, threads);
   try {
     const w = performance.now();
-    await createEmbedder(config, { url: server.url, passagesUrl: server.url }).embed(
+    await createEmbedder(config, { queryUrls: [server.url], passagesUrl: server.url }).embed(
       sets.map((set) => set.pool.texts.at(-1)!),
       'passage',
     );

@@ -72,7 +72,7 @@ const TOPICS = 2500;
 async function main() {
   const env = await startBenchEnv();
   const bases = await baseVectors(env, 'recall');
-  const embeddings = env.endpoints.embeddings as { url: string; passagesUrl: string };
+  const embeddings = env.endpoints.embeddings as { queryUrls: string[]; passagesUrl: string };
   const texts = bases.texts;
   // The lexical arm: the same store and queries, with no embeddings endpoint.
   const lexical = await MemgateClient.connect(env.config, {
@@ -198,7 +198,7 @@ async function main() {
           MEMGATE_VECTOR_INDEX_DIR: env.config.vectorIndexDir,
           TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
           MONGODB_URI: env.endpoints.mongoUri,
-          MEMGATE_EMBEDDINGS_URL: embeddings.url,
+          MEMGATE_EMBEDDINGS_URL: embeddings.queryUrls.join(','),
           MEMGATE_EMBEDDINGS_PASSAGES_URL: embeddings.passagesUrl,
         },
       },

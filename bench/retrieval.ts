@@ -117,11 +117,11 @@ function log(line: string): void {
  */
 async function embeddingsEndpoint(
   config: Config,
-): Promise<{ url: string; passagesUrl: string; started: string[] }> {
-  if (config.embeddingsUrl) {
+): Promise<{ queryUrls: string[]; passagesUrl: string; started: string[] }> {
+  if (config.embeddingsUrls) {
     return {
-      url: config.embeddingsUrl,
-      passagesUrl: config.embeddingsPassagesUrl ?? config.embeddingsUrl,
+      queryUrls: config.embeddingsUrls,
+      passagesUrl: config.embeddingsPassagesUrl ?? config.embeddingsUrls[0]!,
       started: [],
     };
   }
@@ -133,7 +133,7 @@ async function embeddingsEndpoint(
     );
   }
   const local = endpoints(config);
-  return { url: local.embeddingsUrl, passagesUrl: local.embeddingsPassagesUrl, started };
+  return { queryUrls: local.embeddingsQueryUrls, passagesUrl: local.embeddingsPassagesUrl, started };
 }
 
 const ids = (ranking: readonly { id: string }[]) => ranking.map((r) => r.id);

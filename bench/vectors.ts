@@ -62,7 +62,7 @@ export interface BaseVectors {
 
 /** The base vectors, embedded by the environment's embeddings server the first time and cached. */
 export async function baseVectors(env: BenchEnv, name: string): Promise<BaseVectors> {
-  if (!('url' in env.endpoints.embeddings)) {
+  if (!('queryUrls' in env.endpoints.embeddings)) {
     throw new Error(`${name} needs an embeddings endpoint: ${env.endpoints.embeddings.unavailable}`);
   }
   const embedder = createEmbedder(env.config, env.endpoints.embeddings);

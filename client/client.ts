@@ -151,7 +151,7 @@ export class MemgateClient {
     private readonly codec: ContentCodec,
   ) {
     this.vectorIndexes = new VectorIndexes(store, vectorIndexLimitsOf(config));
-    this.embedder = 'url' in embeddings ? createEmbedder(config, embeddings) : undefined;
+    this.embedder = 'queryUrls' in embeddings ? createEmbedder(config, embeddings) : undefined;
     this.limits = writeLimitsOf(policy);
     this.memory = memoryPolicy(policy);
     this.coalescer = new WriteCoalescer(
@@ -294,9 +294,10 @@ export class MemgateClient {
   }
 
   /**
-   * One query embedding of an agent at the endpoint at a time, the next after it: a server that
+   * One query embedding of an agent at the endpoints at a time, the next after it: a server that
    * embeds one request at a time takes them in no order, and an agent whose recalls come many
-   * at once would otherwise hold every other agent's behind them (docs/serving.md, Embeddings in
+   * at once would otherwise hold every other agent's behind them; so it holds one query server
+   * at most, and with two another agent's query finds one free (docs/serving.md, Embeddings in
    * two lanes).
    */
   private embedQuery(

@@ -19,6 +19,18 @@ const hours = positive.max(87_600);
 /** A share of capacity: reclaim cannot let hot grow past the capacity itself. */
 const share = positive.max(1);
 const text = z.string().trim().min(1);
+/** Query endpoints one process spreads its queries over (MEMGATE_EMBEDDINGS_URL). */
+export const MAX_QUERY_SERVERS = 8;
+const urlList = z
+  .string()
+  .transform((v) => v.split(',').map((u) => u.trim()))
+  .pipe(
+    z
+      .array(z.url())
+      .min(1)
+      .max(MAX_QUERY_SERVERS)
+      .refine((urls) => new Set(urls).size === urls.length, 'each URL once'),
+  );
 const bool = z.enum(['true', 'false', '1', '0']).transform((v) => v === 'true' || v === '1');
 const clock = z.string().regex(/^([01]\d|2[0-3]):[0-5]\d$/, 'HH:MM, 24-hour');
 const timezone = text.refine((tz) => {
@@ -502,17 +514,17 @@ export const CONFIG_SPECS = {
     default: '30000',
     doc: 'per-request model timeout',
   }),
-  embeddingsUrl: spec({
+  embeddingsUrls: spec({
     env: 'MEMGATE_EMBEDDINGS_URL',
-    schema: z.url(),
-    allowed: 'an http(s) URL',
-    doc: "OpenAI-compatible embeddings endpoint (`…/v1`) for semantic recall; unset uses the local stack's own embeddings server, or none (lexical recall only, said in every result) with a remote stack",
+    schema: urlList,
+    allowed: `an http(s) URL, or up to ${MAX_QUERY_SERVERS} different ones (the same model) separated by commas`,
+    doc: "OpenAI-compatible embeddings endpoint (`…/v1`) for semantic recall, or several serving the same model: a query goes to the one with the fewest of this process's queries in flight, so an agent whose recalls never pause holds one server at a time, not the next agent's query (docs/serving.md, Embeddings in two lanes). Unset uses the local stack's own query servers, or none (lexical recall only, said in every result) with a remote stack",
   }),
   embeddingsPassagesUrl: spec({
     env: 'MEMGATE_EMBEDDINGS_PASSAGES_URL',
     schema: z.url(),
     allowed: 'an http(s) URL',
-    doc: "OpenAI-compatible endpoint (`…/v1`, same model) that embeds passages: writes' entries, the nights' and `reembed`'s; queries go to MEMGATE_EMBEDDINGS_URL. Apart, a backlog of passages never holds a recall up at a server that embeds one request at a time, as the local stack's do (it runs one for each). Unset: MEMGATE_EMBEDDINGS_URL when that is set, else the local stack's passage server",
+    doc: "OpenAI-compatible endpoint (`…/v1`, same model) that embeds passages: writes' entries, the nights' and `reembed`'s; queries go to MEMGATE_EMBEDDINGS_URL. Apart, a backlog of passages never holds a recall up at a server that embeds one request at a time, as the local stack's do (it runs its own for passages). Unset: the first of MEMGATE_EMBEDDINGS_URL when that is set, else the local stack's passage server",
   }),
   embeddingsApiKey: spec({
     env: 'MEMGATE_EMBEDDINGS_API_KEY',
@@ -568,14 +580,21 @@ export const CONFIG_SPECS = {
     schema: port,
     allowed: 'a TCP port 1-65535',
     default: '8790',
-    doc: "port of the local embeddings server for queries (a recall's)",
+    doc: "port of the local stack's first embeddings server for queries (a recall's); the others take the ports after it",
+  }),
+  embeddingsQueryServers: spec({
+    env: 'MEMGATE_EMBEDDINGS_QUERY_SERVERS',
+    schema: count.max(MAX_QUERY_SERVERS),
+    allowed: `a positive integer of at most ${MAX_QUERY_SERVERS}`,
+    default: '2',
+    doc: "embeddings servers for queries the local stack runs, on consecutive ports from MEMGATE_EMBEDDINGS_PORT. Each embeds one request at a time and an agent's queries embed one at a time, so with two, one agent that recalls without pause never makes another agent's query wait",
   }),
   embeddingsPassagesPort: spec({
     env: 'MEMGATE_EMBEDDINGS_PASSAGES_PORT',
     schema: port,
     allowed: 'a TCP port 1-65535',
-    default: '8791',
-    doc: 'port of the local embeddings server for passages (stored memories)',
+    default: '8789',
+    doc: "port of the local embeddings server for passages (stored memories); not one of the query servers' ports",
   }),
   vectorIndexMaxVectors: spec({
     env: 'MEMGATE_VECTOR_INDEX_MAX_VECTORS',
@@ -685,6 +704,27 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
   if (Math.floor(config.storeConnections / config.storeProcesses) < MIN_CONNECTIONS_PER_PROCESS) {
     const s = CONFIG_SPECS.storeProcesses;
     throw new InvalidConfigError(s.env, s.allowed, config.storeProcesses);
+  }
+  // The query servers take consecutive ports; the passage server must be none of them.
+  const lastQueryPort = config.embeddingsPort + config.embeddingsQueryServers - 1;
+  if (lastQueryPort > 65535) {
+    const s = CONFIG_SPECS.embeddingsQueryServers;
+    throw new InvalidConfigError(
+      s.env,
+      `${s.allowed}, its ports after MEMGATE_EMBEDDINGS_PORT at most 65535`,
+      config.embeddingsQueryServers,
+    );
+  }
+  if (
+    config.embeddingsPassagesPort >= config.embeddingsPort &&
+    config.embeddingsPassagesPort <= lastQueryPort
+  ) {
+    const s = CONFIG_SPECS.embeddingsPassagesPort;
+    throw new InvalidConfigError(
+      s.env,
+      `${s.allowed}, outside the query servers' ${config.embeddingsPort}-${lastQueryPort}`,
+      config.embeddingsPassagesPort,
+    );
   }
   if (config.openaiBaseUrl && !config.openaiApiKey) {
     throw new InvalidConfigError('OPENAI_API_KEY', 'required when OPENAI_BASE_URL is set', undefined);

@@ -10,8 +10,11 @@ import { modelError } from './openai';
  * differently: the endpoint is told which by `input_type`, by a configured prefix, or both.
  */
 export interface EmbedderSettings {
-  /** Where queries are embedded: a recall waits on them. */
-  baseURL: string;
+  /**
+   * Where queries are embedded, the same model at each: a recall waits on them, so each goes to
+   * the one with the fewest of this process's queries in flight (`queriesInFlight`).
+   */
+  queryBaseURLs: readonly string[];
   /** Where passages are embedded: background work, held apart so it never delays a query. */
   passagesBaseURL: string;
   apiKey: string;
@@ -91,6 +94,24 @@ export function normalised(v: ArrayLike<number>): Float32Array {
  */
 const passageSlots = new Map<string, Admission>();
 
+/**
+ * This process's queries in flight, per query endpoint, whichever embedder sent them. A server
+ * that embeds one request at a time (the local stack's) makes a query that reaches it while it
+ * is busy wait for the one under way, so a query goes where the fewest are: with one agent's
+ * queries sent one at a time (client/client.ts, `embedQuery`) and two servers, an agent that
+ * recalls without pause holds one, and another agent's query finds the other free
+ * (docs/serving.md, Embeddings in two lanes). Ties go to the first listed, so a quiet process
+ * uses one.
+ */
+const queriesInFlight = new Map<string, number>();
+
+/** Of `urls`, the one with the fewest of this process's queries in flight; the first of equals. */
+export function leastBusy(urls: readonly string[], inFlight: ReadonlyMap<string, number>): string {
+  let best = urls[0]!;
+  for (const url of urls) if ((inFlight.get(url) ?? 0) < (inFlight.get(best) ?? 0)) best = url;
+  return best;
+}
+
 /** The longest a batch of passages waits for its turn before it fails, retryable. */
 const PASSAGE_WAIT_MS = 10 * 60_000;
 
@@ -105,11 +126,25 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
   // Retries belong to the caller's policy (a Temporal activity, the recall path's fallback).
   const client = (baseURL: string) =>
     new OpenAI({ baseURL, apiKey: s.apiKey, timeout: s.timeoutMs, maxRetries: 0 });
-  const queries = client(s.baseURL);
-  const passages = s.passagesBaseURL === s.baseURL ? queries : client(s.passagesBaseURL);
+  const clients = new Map<string, OpenAI>();
+  const clientOf = (baseURL: string) => {
+    let c = clients.get(baseURL);
+    if (!c) clients.set(baseURL, (c = client(baseURL)));
+    return c;
+  };
   const slots = slotsFor(s);
   const send = async (body: OpenAI.Embeddings.EmbeddingCreateParams, use: EmbeddingUse) => {
-    if (use === 'query') return queries.embeddings.create(body);
+    if (use === 'query') {
+      const url = leastBusy(s.queryBaseURLs, queriesInFlight);
+      queriesInFlight.set(url, (queriesInFlight.get(url) ?? 0) + 1);
+      try {
+        return await clientOf(url).embeddings.create(body);
+      } finally {
+        const left = queriesInFlight.get(url)! - 1;
+        if (left === 0) queriesInFlight.delete(url);
+        else queriesInFlight.set(url, left);
+      }
+    }
     let release: () => void;
     try {
       release = await slots.acquire(1, Date.now() + PASSAGE_WAIT_MS);
@@ -121,7 +156,7 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
       );
     }
     try {
-      return await passages.embeddings.create(body);
+      return await clientOf(s.passagesBaseURL).embeddings.create(body);
     } finally {
       release();
     }

@@ -72,9 +72,10 @@ export function chooseJudge(models: Models, choice: JudgeChoice): Judge {
 /**
  * Where embeddings come from, as the caller resolved it (the configured URLs, the local
  * stack's servers), or why there is none: recall then says it is lexical only, never silently.
- * Queries go to `url`, passages to `passagesUrl` (docs/serving.md, Embeddings in two lanes).
+ * Queries go to one of `queryUrls` (the same model at each), passages to `passagesUrl`
+ * (docs/serving.md, Embeddings in two lanes).
  */
-export type EmbeddingsEndpoint = { url: string; passagesUrl: string } | { unavailable: string };
+export type EmbeddingsEndpoint = { queryUrls: string[]; passagesUrl: string } | { unavailable: string };
 
 /** The embedder of the configured model, on the endpoints the caller resolved (configured or local). */
 export function createEmbedder(
@@ -89,10 +90,10 @@ export function createEmbedder(
     | 'openaiTimeoutMs'
     | 'embeddingsInFlight'
   >,
-  endpoint: { url: string; passagesUrl: string },
+  endpoint: { queryUrls: string[]; passagesUrl: string },
 ): Embedder {
   return openAIEmbedder({
-    baseURL: endpoint.url,
+    queryBaseURLs: endpoint.queryUrls,
     passagesBaseURL: endpoint.passagesUrl,
     // The SDK insists on a key; local servers ignore it.
     apiKey: config.embeddingsApiKey ?? 'none',

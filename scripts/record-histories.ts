@@ -281,7 +281,7 @@ async function main(): Promise<void> {
     const stack = await stackUp(env, (line) => console.error(`[stack] ${line}`));
     temporalAddress ??= stack.temporalAddress;
     mongoUri ??= stack.mongoUri;
-  } else if (!env.embeddingsUrl) {
+  } else if (!env.embeddingsUrls) {
     await embeddingsUp(env, (line) => console.error(`[stack] ${line}`));
   }
   const id = randomUUID().slice(0, 8);

@@ -59,14 +59,14 @@ export function temporalConnectionOptions(
  * servers when they answer; else none, with the reason recall will give for being lexical only.
  */
 export async function resolveEmbeddings(
-  c: Pick<Config, 'embeddingsUrl' | 'embeddingsPassagesUrl' | 'cacheDir' | 'stateDir'> & {
+  c: Pick<Config, 'embeddingsUrls' | 'embeddingsPassagesUrl' | 'cacheDir' | 'stateDir'> & {
     temporalAddress?: string | undefined;
     mongoUri?: string | undefined;
   },
   settings: StackSettings,
 ): Promise<EmbeddingsEndpoint> {
-  if (c.embeddingsUrl)
-    return { url: c.embeddingsUrl, passagesUrl: c.embeddingsPassagesUrl ?? c.embeddingsUrl };
+  if (c.embeddingsUrls)
+    return { queryUrls: c.embeddingsUrls, passagesUrl: c.embeddingsPassagesUrl ?? c.embeddingsUrls[0]! };
   if (c.temporalAddress && c.mongoUri) {
     return {
       unavailable: 'no embeddings endpoint: MEMGATE_EMBEDDINGS_URL is unset and the stack is not local',
@@ -75,7 +75,10 @@ export async function resolveEmbeddings(
   const silent = await embeddingsSilent(settings);
   if (silent === undefined) {
     const local = endpoints(settings);
-    return { url: local.embeddingsUrl, passagesUrl: c.embeddingsPassagesUrl ?? local.embeddingsPassagesUrl };
+    return {
+      queryUrls: local.embeddingsQueryUrls,
+      passagesUrl: c.embeddingsPassagesUrl ?? local.embeddingsPassagesUrl,
+    };
   }
   return { unavailable: localEmbeddingsUnavailable(settings) ?? `local: ${silent}` };
 }

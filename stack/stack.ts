@@ -23,6 +23,7 @@ import { homedir, setPriority, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { InvalidConfigError, StackUnavailableError } from '../core/errors';
+import { MAX_QUERY_SERVERS } from '../core/config';
 import { openStore, type Store } from '../store/db';
 import { storeLimitsOf } from '../store/guard';
 import { embeddingsAnswer, obtainEmbeddingsServer } from './embeddings';
@@ -52,7 +53,9 @@ export interface StackSettings {
   temporalUiPort: number;
   mongoPort: number;
   postgresPort: number;
+  /** The first query server's; the others take the ports after it. */
   embeddingsPort: number;
+  embeddingsQueryServers: number;
   embeddingsPassagesPort: number;
   /** FerretDB's pool (MEMGATE_STORE_CONNECTIONS), and PostgreSQL sized to hold it. */
   storeConnections: number;
@@ -66,8 +69,8 @@ export interface StackEndpoints {
   temporalAddress: string;
   mongoUri: string;
   uiUrl: string;
-  /** OpenAI-compatible base URL of the local embeddings server for queries. */
-  embeddingsUrl: string;
+  /** OpenAI-compatible base URLs of the local embeddings servers for queries. */
+  embeddingsQueryUrls: string[];
   /** That of the local embeddings server for passages. */
   embeddingsPassagesUrl: string;
 }
@@ -111,7 +114,7 @@ export function endpoints(s: StackSettings): StackEndpoints {
     temporalAddress: `127.0.0.1:${s.temporalPort}`,
     mongoUri: `mongodb://127.0.0.1:${s.mongoPort}/`,
     uiUrl: `http://127.0.0.1:${s.temporalUiPort}`,
-    embeddingsUrl: `http://127.0.0.1:${s.embeddingsPort}/v1`,
+    embeddingsQueryUrls: queryLanes(s).map((lane) => `http://127.0.0.1:${lane.port}/v1`),
     embeddingsPassagesUrl: `http://127.0.0.1:${s.embeddingsPassagesPort}/v1`,
   };
 }
@@ -405,7 +408,7 @@ export interface StackStatus {
   /** Why `mongo` is false: its port is closed, or it did not answer in time. */
   mongoProblem?: string;
   postgres: boolean;
-  /** Both embeddings servers (queries, passages) answer. */
+  /** Every embeddings server (queries, passages) answers. */
   embeddings: boolean;
   /** Hybrid (lexical and semantic) while the embeddings servers answer; else lexical, and why. */
   recall: { mode: 'hybrid' | 'lexical'; reason?: string };
@@ -480,15 +483,36 @@ export function localEmbeddingsUnavailable(s: StackSettings): string | undefined
  */
 function embeddingsLanes(s: StackSettings) {
   return [
-    { name: 'embeddings', port: s.embeddingsPort, portEnv: 'MEMGATE_EMBEDDINGS_PORT', niceness: 0 },
+    ...queryLanes(s),
     {
       name: 'embeddings-passages',
       port: s.embeddingsPassagesPort,
-      portEnv: 'MEMGATE_EMBEDDINGS_PASSAGES_PORT',
+      portAdvice: 'set MEMGATE_EMBEDDINGS_PASSAGES_PORT to a free port',
       niceness: EMBEDDINGS_NICENESS,
     },
   ] as const;
 }
+
+/**
+ * The query servers: as many as MEMGATE_EMBEDDINGS_QUERY_SERVERS, on consecutive ports. A
+ * process sends a query to the one with the fewest of its queries in flight (llm/embedder.ts).
+ */
+function queryLanes(s: Pick<StackSettings, 'embeddingsPort' | 'embeddingsQueryServers'>) {
+  return Array.from({ length: s.embeddingsQueryServers }, (_, i) => ({
+    name: QUERY_SERVERS[i]!,
+    port: s.embeddingsPort + i,
+    portAdvice:
+      s.embeddingsQueryServers === 1
+        ? 'set MEMGATE_EMBEDDINGS_PORT to a free port'
+        : `set MEMGATE_EMBEDDINGS_PORT to the first of ${s.embeddingsQueryServers} free ports, or lower MEMGATE_EMBEDDINGS_QUERY_SERVERS`,
+    niceness: 0,
+  }));
+}
+
+/** The query servers' names, the first as it always was. */
+const QUERY_SERVERS = Array.from({ length: MAX_QUERY_SERVERS }, (_, i) =>
+  i === 0 ? 'embeddings' : `embeddings-${i + 1}`,
+);
 
 /** Why the local embeddings servers do not serve: the first that does not answer; undefined while both do. */
 export async function embeddingsSilent(s: StackSettings): Promise<string | undefined> {
@@ -501,7 +525,7 @@ export async function embeddingsSilent(s: StackSettings): Promise<string | undef
 }
 
 /**
- * Start the embeddings servers (one for queries, one for passages) unless they answer on their
+ * Start the embeddings servers (those for queries, the one for passages) unless they answer on their
  * ports; returns the names of those this call started. Semantic recall is an addition to
  * lexical recall, not a condition of memgate working: a server that cannot be obtained or
  * started never fails the stack. The reason is recorded in the state directory instead (see
@@ -523,7 +547,7 @@ export async function embeddingsUp(
       if (await portAnswers(lane.port)) {
         throw new StackUnavailableError(
           `127.0.0.1:${lane.port} is taken by a server that is not an embeddings server ` +
-            `(no {"status":"ok"} at /health); set ${lane.portEnv} to a free port`,
+            `(no {"status":"ok"} at /health); ${lane.portAdvice}`,
         );
       }
       bin ??= await obtainEmbeddingsServer(p.cache, log, env);
@@ -743,7 +767,7 @@ const STOP_SIGNAL: Record<string, NodeJS.Signals> = { postgres: 'SIGINT' };
 /** The servers a state directory may start, in the order they stop. */
 const SERVERS = [
   'watchdog',
-  'embeddings',
+  ...QUERY_SERVERS,
   'embeddings-passages',
   'temporal',
   'ferretdb',

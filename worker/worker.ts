@@ -82,7 +82,7 @@ export async function createMemgateWorker(
       : { workflowsPath: require.resolve('../workflows') },
     activities: (store) => {
       const own =
-        opts.vectorIndexes === undefined && 'url' in endpoints.embeddings
+        opts.vectorIndexes === undefined && 'queryUrls' in endpoints.embeddings
           ? new VectorIndexes(store, vectorIndexLimitsOf(config))
           : undefined;
       const vectorIndexes = opts.vectorIndexes ?? own;

@@ -42,8 +42,8 @@ export function registerWorkerCommands(program: Command): void {
           );
           console.log(
             `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${maskUri(endpoints.mongoUri)}, ` +
-              ('url' in embeddings
-                ? `embeddings ${embeddings.url} (hybrid recall)`
+              ('queryUrls' in embeddings
+                ? `embeddings ${embeddings.queryUrls.join(', ')} (hybrid recall)`
                 : `no embeddings (${embeddings.unavailable}): recall is lexical only`),
           );
           // The HTTP API beside the worker; the worker's run ends on Ctrl-C, and the API with it.

@@ -1,5 +1,5 @@
 import { tsToMs } from '@temporalio/common/lib/time';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import { MemgateClient } from '../../client/client';
 import { buildEntry, memoryPolicy } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
@@ -77,7 +77,7 @@ describe('recall without embeddings says it is lexical only', () => {
     });
     const down = await MemgateClient.connect(env.config, {
       ...env.endpoints,
-      embeddings: { url: 'http://127.0.0.1:9/v1', passagesUrl: 'http://127.0.0.1:9/v1' },
+      embeddings: { queryUrls: ['http://127.0.0.1:9/v1'], passagesUrl: 'http://127.0.0.1:9/v1' },
     });
     try {
       const a = await none.recall({ agentId, query: 'favourite colour' });
@@ -97,10 +97,10 @@ describe('recall without embeddings says it is lexical only', () => {
 describe('query embeddings at an endpoint that embeds one request at a time', () => {
   it("are bounded in length, and an agent's go one at a time, so another agent's wait behind one at most", async () => {
     const { agentId } = await embeddedMemories('one-at-a-time');
-    const queries = await recordingEmbeddings(inject('embeddingsUrl'));
+    const queries = await recordingEmbeddings(inject('embeddingsQueryUrls')[0]!);
     const client = await MemgateClient.connect(env.config, {
       ...env.endpoints,
-      embeddings: { url: queries.url, passagesUrl: inject('embeddingsPassagesUrl') },
+      embeddings: { queryUrls: [queries.url], passagesUrl: inject('embeddingsPassagesUrl') },
     });
     // As long as a query may be: 2,000 distinct CJK characters.
     const long = Array.from({ length: 2_000 }, (_, i) => String.fromCodePoint(0x4e00 + i)).join(' ');
@@ -125,6 +125,38 @@ describe('query embeddings at an endpoint that embeds one request at a time', ()
     } finally {
       await client.close();
       await queries.close();
+    }
+  }, 60_000);
+});
+
+describe('query embeddings over several query servers', () => {
+  it("go where the fewest of the process's queries are: another agent's query never waits behind one agent's at a busy server", async () => {
+    const [a, b] = await Promise.all([embeddedMemories('busy-server'), embeddedMemories('free-server')]);
+    const [first, second = first] = inject('embeddingsQueryUrls');
+    let release!: () => void;
+    const busy = await recordingEmbeddings(first!, { busyUntil: new Promise<void>((r) => (release = r)) });
+    const free = await recordingEmbeddings(second!);
+    const client = await MemgateClient.connect(env.config, {
+      ...env.endpoints,
+      embeddings: { queryUrls: [busy.url, free.url], passagesUrl: inject('embeddingsPassagesUrl') },
+    });
+    try {
+      // With none in flight, the first listed: a quiet process uses one server.
+      const held = client.recall({ agentId: a.agentId, query: PARAPHRASE });
+      await vi.waitUntil(() => busy.record.requests.length === 1, { timeout: 30_000 });
+      // Answered while the first server still holds a's query: at one endpoint it would wait.
+      const meanwhile = await client.recall({ agentId: b.agentId, query: PARAPHRASE });
+      expect(meanwhile.retrieval.mode).toBe('hybrid');
+      expect(meanwhile.hits[0]?.id).toBe(b.ids[0]);
+      expect(free.record.requests.map((r) => r.input)).toEqual([[embeddedQueryOf(PARAPHRASE)]]);
+      expect(busy.record.requests).toHaveLength(1);
+      release();
+      expect((await held).retrieval.mode).toBe('hybrid');
+    } finally {
+      release();
+      await client.close();
+      await busy.close();
+      await free.close();
     }
   }, 60_000);
 });

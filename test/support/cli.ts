@@ -29,9 +29,9 @@ function processEnv(env: TestEnv, extra: Record<string, string>): NodeJS.Process
     MONGODB_URI: env.endpoints.mongoUri,
     MEMGATE_DB: env.config.database,
     MEMGATE_TASK_QUEUE: env.config.taskQueue,
-    ...('url' in env.endpoints.embeddings
+    ...('queryUrls' in env.endpoints.embeddings
       ? {
-          MEMGATE_EMBEDDINGS_URL: env.endpoints.embeddings.url,
+          MEMGATE_EMBEDDINGS_URL: env.endpoints.embeddings.queryUrls.join(','),
           MEMGATE_EMBEDDINGS_PASSAGES_URL: env.endpoints.embeddings.passagesUrl,
         }
       : {}),

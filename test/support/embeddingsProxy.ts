@@ -5,6 +5,8 @@ import type { AddressInfo } from 'node:net';
 export interface ProxyHooks {
   /** Called with a POST's parsed body when it arrives; the returned function when it is answered. */
   onRequest?: (body: unknown) => () => void;
+  /** Awaited before a request goes upstream: a server busy until it settles. */
+  busyUntil?: Promise<void>;
   /** The upstream's parsed JSON answer, changed in place before it is sent on. */
   onAnswer?: (answer: { data?: { embedding: number[] | string }[] }) => void;
 }
@@ -26,6 +28,7 @@ export async function proxyEmbeddings(
         const answered =
           req.method === 'POST' ? hooks.onRequest?.(JSON.parse(body.toString('utf8'))) : undefined;
         try {
+          await hooks.busyUntil;
           const answer = await fetch(`${upstream}${req.url!.replace(/^\/v1/, '')}`, {
             method: req.method,
             headers: { 'content-type': 'application/json' },

@@ -51,7 +51,7 @@ export async function startTestEnv(
     temporalAddress: inject('temporalAddress'),
     mongoUri: opts.mongoUri ?? inject('mongoUri'),
     embeddings: opts.embeddings ?? {
-      url: inject('embeddingsUrl'),
+      queryUrls: inject('embeddingsQueryUrls'),
       passagesUrl: inject('embeddingsPassagesUrl'),
     },
   };

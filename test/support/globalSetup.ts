@@ -11,8 +11,8 @@ declare module 'vitest' {
   export interface ProvidedContext {
     temporalAddress: string;
     mongoUri: string;
-    /** The local stack's embeddings server, or MEMGATE_EMBEDDINGS_URL's; none is an error here. */
-    embeddingsUrl: string;
+    /** The local stack's query servers, or MEMGATE_EMBEDDINGS_URL's; none is an error here. */
+    embeddingsQueryUrls: string[];
     embeddingsPassagesUrl: string;
     workflowBundlePath: string;
     /** The local stack's PostgreSQL under FerretDB; null when the tests use configured servers. */
@@ -38,19 +38,19 @@ export default async function setup(project: TestProject) {
   }
   // Semantic recall is under test: the local embeddings server serves configured servers too,
   // and a run without any endpoint fails here, with why, rather than pass with recall lexical.
-  if (!config.embeddingsUrl && config.temporalAddress && config.mongoUri) {
+  if (!config.embeddingsUrls && config.temporalAddress && config.mongoUri) {
     await embeddingsUp(config, (line) => console.log(`[stack] ${line}`));
   }
   const embeddings = await resolveEmbeddings(
     { ...config, temporalAddress: undefined, mongoUri: undefined },
     config,
   );
-  if (!('url' in embeddings))
+  if (!('queryUrls' in embeddings))
     throw new StackUnavailableError(`no embeddings endpoint for the tests: ${embeddings.unavailable}`);
   const workflowBundlePath = await writeWorkflowBundle(config.stateDir, 'workflow-bundle');
   project.provide('temporalAddress', temporalAddress);
   project.provide('mongoUri', mongoUri);
-  project.provide('embeddingsUrl', embeddings.url);
+  project.provide('embeddingsQueryUrls', embeddings.queryUrls);
   project.provide('embeddingsPassagesUrl', embeddings.passagesUrl);
   project.provide('workflowBundlePath', workflowBundlePath);
   project.provide(

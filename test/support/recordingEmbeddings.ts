@@ -8,14 +8,17 @@ export interface EmbeddingsRecord {
 
 /**
  * The real embeddings server behind a proxy that records every request: a test sees what
- * memgate asks an endpoint for, and how many requests it has there at once.
+ * memgate asks an endpoint for, and how many requests it has there at once; with `busyUntil`,
+ * a server that answers nothing until then.
  */
 export async function recordingEmbeddings(
   upstream: string,
+  opts: { busyUntil?: Promise<void> } = {},
 ): Promise<{ url: string; record: EmbeddingsRecord; close: () => Promise<void> }> {
   const record: EmbeddingsRecord = { requests: [], mostInFlight: 0 };
   let inFlight = 0;
   const proxy = await proxyEmbeddings(upstream, {
+    ...opts,
     onRequest(body) {
       const { input, input_type } = body as { input: string | string[]; input_type?: string };
       record.requests.push({ input: typeof input === 'string' ? [input] : input, inputType: input_type });

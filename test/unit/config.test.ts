@@ -40,6 +40,9 @@ describe('configuration', () => {
     ['MEMGATE_WORKER_BUILD_ID', 'release.1'],
     // Past the window's ceiling its state could outgrow what continue-as-new carries.
     ['MEMGATE_WINDOW_TOKENS', '2000001'],
+    ['MEMGATE_EMBEDDINGS_URL', 'http://a/v1,not a url'],
+    ['MEMGATE_EMBEDDINGS_URL', 'http://a/v1, http://a/v1'],
+    ['MEMGATE_EMBEDDINGS_QUERY_SERVERS', '9'],
   ])('names the variable %s=%s and what is allowed', (variable, value) => {
     try {
       parseConfig({ [variable]: value });
@@ -49,6 +52,29 @@ describe('configuration', () => {
       expect((err as InvalidConfigError).variable).toBe(variable);
       expect((err as InvalidConfigError).message).toContain(variable);
     }
+  });
+
+  it("spreads queries over one endpoint or several, and keeps the passage server off the query servers' ports", () => {
+    expect(parseConfig({}).embeddingsUrls).toBeUndefined();
+    expect(parseConfig({ MEMGATE_EMBEDDINGS_URL: 'http://a/v1' }).embeddingsUrls).toEqual(['http://a/v1']);
+    expect(parseConfig({ MEMGATE_EMBEDDINGS_URL: 'http://a/v1, http://b/v1' }).embeddingsUrls).toEqual([
+      'http://a/v1',
+      'http://b/v1',
+    ]);
+    const passagesOn = (port: string, servers: string) =>
+      parseConfig({
+        MEMGATE_EMBEDDINGS_PORT: '9000',
+        MEMGATE_EMBEDDINGS_QUERY_SERVERS: servers,
+        MEMGATE_EMBEDDINGS_PASSAGES_PORT: port,
+      });
+    expect(() => passagesOn('9002', '3')).toThrow(
+      expect.objectContaining({ type: 'InvalidConfig', variable: 'MEMGATE_EMBEDDINGS_PASSAGES_PORT' }),
+    );
+    expect(() => passagesOn('9003', '3')).not.toThrow();
+    expect(() => passagesOn('8999', '3')).not.toThrow();
+    expect(() =>
+      parseConfig({ MEMGATE_EMBEDDINGS_PORT: '65535', MEMGATE_EMBEDDINGS_QUERY_SERVERS: '2' }),
+    ).toThrow(expect.objectContaining({ variable: 'MEMGATE_EMBEDDINGS_QUERY_SERVERS' }));
   });
 
   // Ignored without a word, it would leave its owner believing a floor still applies.
