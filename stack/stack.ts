@@ -43,6 +43,14 @@ const run = promisify(execFile);
 /** The passage server's niceness: below the servers that acknowledge writes and recall. */
 export const EMBEDDINGS_NICENESS = 10;
 
+/**
+ * The query servers' niceness: below the servers that acknowledge writes and read the store,
+ * above the passages. A query's embedding is one part of a recall, and one tenant's recalls
+ * without pause must not take the cores that every other tenant's writes and reads need
+ * (docs/serving.md, Embeddings in two lanes).
+ */
+export const QUERY_EMBEDDINGS_NICENESS = 5;
+
 export const TEMPORAL_CLI_VERSION = 'v1.9.1';
 export const FERRETDB_VERSION = 'v1.24.2';
 
@@ -505,7 +513,7 @@ function queryLanes(s: Pick<StackSettings, 'embeddingsPort' | 'embeddingsQuerySe
       s.embeddingsQueryServers === 1
         ? 'set MEMGATE_EMBEDDINGS_PORT to a free port'
         : `set MEMGATE_EMBEDDINGS_PORT to the first of ${s.embeddingsQueryServers} free ports, or lower MEMGATE_EMBEDDINGS_QUERY_SERVERS`,
-    niceness: 0,
+    niceness: QUERY_EMBEDDINGS_NICENESS,
   }));
 }
 

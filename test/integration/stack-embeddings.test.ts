@@ -168,16 +168,16 @@ describe('the local stack serves embeddings', () => {
       const status = await stackStatus(s);
       expect(status.embeddings).toBe(true);
       expect(status.recall).toEqual({ mode: 'hybrid' });
-      // The passage server runs below the other servers' priority, every thread of it (Linux
-      // niceness is a thread's; those it starts inherit it), once it has embedded something;
-      // the query servers, which a recall waits on, do not.
+      // The embeddings servers run below the other servers' priority, every thread of them
+      // (Linux niceness is a thread's; those it starts inherit it), once they have embedded
+      // something; the passage servers below the query servers, which a recall waits on.
       expect(status.endpoints.embeddingsQueryUrls).toEqual([
         `http://127.0.0.1:${s.embeddingsPort}/v1`,
         `http://127.0.0.1:${s.embeddingsPort + 1}/v1`,
       ]);
       for (const [lane, url, niceness] of [
-        ['embeddings', status.endpoints.embeddingsQueryUrls[0]!, 0],
-        ['embeddings-2', status.endpoints.embeddingsQueryUrls[1]!, 0],
+        ['embeddings', status.endpoints.embeddingsQueryUrls[0]!, 5],
+        ['embeddings-2', status.endpoints.embeddingsQueryUrls[1]!, 5],
         ['embeddings-passages', status.endpoints.embeddingsPassagesUrl, 10],
       ] as const) {
         const openai = new OpenAI({ baseURL: url, apiKey: 'none' });
