@@ -11,6 +11,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { emit, percentile, round } from './support';
 
 const RUNS = Number(process.env.BENCH_CLI_RUNS ?? 10);
@@ -47,14 +48,15 @@ function main(): void {
   }
   const scratch = mkdtempSync(join(tmpdir(), 'memgate-cli-startup-'));
   try {
-    // The tsx mode: the CLI's sources through tsx, exactly as bin/memgate.cjs runs them.
+    // The tsx mode: the CLI's sources through tsx, as bin/memgate.cjs runs them (`--import tsx`,
+    // which covers `import()` too: the CLI loads each command's modules so).
     const viaTsx = join(scratch, 'memgate-tsx.cjs');
     writeFileSync(
       viaTsx,
-      `require(${JSON.stringify(require.resolve('tsx/cjs'))});\n` +
-        `require(${JSON.stringify(join(ROOT, 'cli', 'cli.ts'))}).main(process.argv).then((code) => process.exit(code));\n`,
+      `require(${JSON.stringify(join(ROOT, 'cli', 'cli.ts'))}).main(process.argv).then((code) => process.exit(code));\n`,
     );
-    const modes = { tsx: viaTsx, compiled: BIN };
+    const tsxLoader = pathToFileURL(require.resolve('tsx')).href;
+    const modes = { tsx: ['--import', tsxLoader, viaTsx], compiled: [BIN] };
     // An empty state directory and no configured servers: recall finds no stack, at once.
     const env: Record<string, string | undefined> = {
       ...process.env,
@@ -63,13 +65,13 @@ function main(): void {
     delete env.TEMPORAL_ADDRESS;
     delete env.MONGODB_URI;
 
-    const time = (script: string, name: Name): number => {
+    const time = (script: string[], name: Name): number => {
       const c = COMMANDS[name];
       const t0 = process.hrtime.bigint();
-      const r = spawnSync(process.execPath, [script, ...c.args], { cwd: ROOT, env, encoding: 'utf8' });
+      const r = spawnSync(process.execPath, [...script, ...c.args], { cwd: ROOT, env, encoding: 'utf8' });
       const ms = Number(process.hrtime.bigint() - t0) / 1e6;
       if (r.status !== c.exit || !r.stderr.includes(c.stderr)) {
-        throw new Error(`${script} ${c.args.join(' ')} exited ${r.status}: ${r.stderr}`);
+        throw new Error(`${script.join(' ')} ${c.args.join(' ')} exited ${r.status}: ${r.stderr}`);
       }
       return ms;
     };

@@ -1,43 +1,63 @@
 import { Command, CommanderError } from 'commander';
 import { MemgateError } from '../core/errors';
-import { registerAuditCommands } from '../audit/command';
-import { registerExportCommands } from './commands/export';
-import { registerImpossibleCommands } from './commands/impossible';
-import { registerNightlyCommands } from './commands/nightly';
-import { registerKeyCommands } from './commands/keys';
-import { registerMcpCommands } from './commands/mcp';
-import { registerMemoryCommands } from './commands/memory';
-import { registerPolicyCommands } from './commands/policy';
-import { registerServeCommands } from './commands/serve';
-import { registerStackCommands } from './commands/stack';
-import { registerVerifyCommands } from './commands/verify';
-import { registerWorkerCommands } from './commands/worker';
-import { registerWindowCommands } from './commands/window';
 
-/** `memgate`: the operators' command line. Exit code 2 for bad input or configuration, 1 otherwise. */
-export function buildProgram(): Command {
+type Register = (program: Command) => void;
+
+/**
+ * Every command of `memgate`, by the module that registers it, loaded only when one of its
+ * commands runs: a command's own modules load in about half the time all of them take, which
+ * is most of a short command's time (docs/benchmarks.md, bench/cli-startup). Any other
+ * argument (`--help`, a typo) loads them all, so the help and commander's own errors see every
+ * command. `test/unit/cli-options.test.ts` holds the names to what each module registers.
+ */
+export const COMMAND_MODULES: readonly { commands: readonly string[]; load: () => Promise<Register> }[] = [
+  {
+    commands: ['start', 'worker'],
+    load: async () => (await import('./commands/worker')).registerWorkerCommands,
+  },
+  {
+    commands: ['write', 'recall', 'restore', 'reembed', 'forget'],
+    load: async () => (await import('./commands/memory')).registerMemoryCommands,
+  },
+  { commands: ['stack'], load: async () => (await import('./commands/stack')).registerStackCommands },
+  { commands: ['audit'], load: async () => (await import('../audit/command')).registerAuditCommands },
+  {
+    commands: ['impossible'],
+    load: async () => (await import('./commands/impossible')).registerImpossibleCommands,
+  },
+  { commands: ['window'], load: async () => (await import('./commands/window')).registerWindowCommands },
+  {
+    commands: ['consolidate', 'schedule'],
+    load: async () => (await import('./commands/nightly')).registerNightlyCommands,
+  },
+  { commands: ['verify'], load: async () => (await import('./commands/verify')).registerVerifyCommands },
+  {
+    commands: ['export', 'import'],
+    load: async () => (await import('./commands/export')).registerExportCommands,
+  },
+  { commands: ['policy'], load: async () => (await import('./commands/policy')).registerPolicyCommands },
+  { commands: ['keys'], load: async () => (await import('./commands/keys')).registerKeyCommands },
+  { commands: ['serve'], load: async () => (await import('./commands/serve')).registerServeCommands },
+  { commands: ['mcp'], load: async () => (await import('./commands/mcp')).registerMcpCommands },
+];
+
+/**
+ * `memgate`: the operators' command line. Exit code 2 for bad input or configuration, 1
+ * otherwise. Given the command about to run, only its module's commands are registered.
+ */
+export async function buildProgram(command?: string): Promise<Command> {
   const program = new Command('memgate')
     .description('memory service for long-horizon LLM agents')
     .exitOverride();
-  registerWorkerCommands(program);
-  registerMemoryCommands(program);
-  registerStackCommands(program);
-  registerAuditCommands(program);
-  registerImpossibleCommands(program);
-  registerWindowCommands(program);
-  registerNightlyCommands(program);
-  registerVerifyCommands(program);
-  registerExportCommands(program);
-  registerPolicyCommands(program);
-  registerKeyCommands(program);
-  registerServeCommands(program);
-  registerMcpCommands(program);
+  const own = COMMAND_MODULES.filter((m) => command !== undefined && m.commands.includes(command));
+  for (const m of own.length > 0 ? own : COMMAND_MODULES) (await m.load())(program);
   return program;
 }
 
 export async function main(argv: string[]): Promise<number> {
   try {
-    await buildProgram().parseAsync(argv);
+    // argv: node, the script, then the command (memgate has no options before it).
+    await (await buildProgram(argv[2])).parseAsync(argv);
     // A command whose answer is "no" (verify) sets the exit code rather than throwing.
     return Number(process.exitCode ?? 0);
   } catch (err) {

@@ -1,9 +1,9 @@
-import type { Command } from 'commander';
+import { Command } from 'commander';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { auditOptions } from '../../audit/command';
-import { buildProgram } from '../../cli/cli';
+import { buildProgram, COMMAND_MODULES } from '../../cli/cli';
 import { entriesFileOptions, recallOptions, restoreOptions, writeOptions } from '../../cli/commands/memory';
 import { consolidateOptions } from '../../cli/commands/nightly';
 import {
@@ -23,12 +23,35 @@ import { InvalidInputError, type Issue } from '../../core/errors';
  * a bad value is refused before any command connects.
  */
 
+/** The whole program, as `memgate --help` builds it. */
+let program: Command;
+beforeAll(async () => {
+  program = await buildProgram();
+});
+
 /** The real command, as `memgate` builds it, for the flag spellings. */
 function command(path: string): Command {
-  return path
-    .split(' ')
-    .reduce((parent, name) => parent.commands.find((c) => c.name() === name)!, buildProgram());
+  return path.split(' ').reduce((parent, name) => parent.commands.find((c) => c.name() === name)!, program);
 }
+
+describe('the commands, loaded by module', () => {
+  const names = (p: Command) => p.commands.map((c) => c.name()).sort();
+
+  it('names each command under the module that registers it, and every command once', async () => {
+    for (const m of COMMAND_MODULES) {
+      const alone = new Command('memgate');
+      (await m.load())(alone);
+      expect(names(alone)).toEqual([...m.commands].sort());
+    }
+    expect(names(program)).toEqual(COMMAND_MODULES.flatMap((m) => m.commands).sort());
+  });
+
+  it("registers only the running command's module, and every module for anything else", async () => {
+    expect(names(await buildProgram('recall'))).toEqual(['forget', 'recall', 'reembed', 'restore', 'write']);
+    expect(names(await buildProgram('--help'))).toEqual(names(program));
+    expect(names(await buildProgram('recal'))).toEqual(names(program));
+  });
+});
 
 /** The InvalidInputError a parse throws, or a failed test. */
 function refusal(parse: () => unknown): InvalidInputError {
@@ -114,7 +137,8 @@ describe('parseOptions', () => {
   });
 
   it('refuses through the program itself, before connecting to anything', async () => {
-    const run = (...args: string[]) => buildProgram().parseAsync(['node', 'memgate', ...args]);
+    const run = async (...args: string[]) =>
+      (await buildProgram(args[0])).parseAsync(['node', 'memgate', ...args]);
     await expect(run('consolidate', '--agent', 'a1', '--as-of', 'yesterday')).rejects.toThrow(
       /--as-of: must be an ISO date-time/,
     );
