@@ -4,7 +4,8 @@
  * bin/memgate.cjs did before there was a build, and still does when dist/ is stale). Two
  * commands, each BENCH_CLI_RUNS times (default 10) per mode, the modes taking turns:
  * `--help`, and `recall` against a stack that is not running, which loads everything a recall
- * loads and parses its options, then fails fast with StackUnavailable. No server is needed.
+ * loads and parses its options, then fails fast with StackUnavailable. No server is needed, and
+ * a running stack is not used: the command looks for one on ports where nothing listens.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,6 +13,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { freePort } from '../stack/stack';
 import { emit, percentile, round } from './support';
 
 const RUNS = Number(process.env.BENCH_CLI_RUNS ?? 10);
@@ -42,7 +44,7 @@ function median(ms: number[]): number {
   );
 }
 
-function main(): void {
+async function main(): Promise<void> {
   if (!distIsCurrent()) {
     throw new Error('dist/ is missing or stale: `npm run build` first (`npm run bench` does)');
   }
@@ -57,10 +59,16 @@ function main(): void {
     );
     const tsxLoader = pathToFileURL(require.resolve('tsx')).href;
     const modes = { tsx: ['--import', tsxLoader, viaTsx], compiled: [BIN] };
-    // An empty state directory and no configured servers: recall finds no stack, at once.
+    // An empty state directory, no configured servers, and the local stack's ports where nothing
+    // listens: recall finds no stack, at once, even beside a running one.
     const env: Record<string, string | undefined> = {
       ...process.env,
       MEMGATE_STATE_DIR: join(scratch, 'state'),
+      MEMGATE_TEMPORAL_PORT: String(await freePort()),
+      MEMGATE_MONGO_PORT: String(await freePort()),
+      MEMGATE_EMBEDDINGS_PORT: String(await freePort()),
+      MEMGATE_EMBEDDINGS_QUERY_SERVERS: '1',
+      MEMGATE_EMBEDDINGS_PASSAGES_PORT: String(await freePort()),
     };
     delete env.TEMPORAL_ADDRESS;
     delete env.MONGODB_URI;
@@ -128,4 +136,7 @@ function main(): void {
   }
 }
 
-main();
+main().catch((err: unknown) => {
+  console.error(err);
+  process.exit(1);
+});
