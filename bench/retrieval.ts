@@ -41,13 +41,8 @@ import { embeddedQueryOf } from '../core/recall';
 import { seededRandom } from '../core/seededRandom';
 import { createEmbedder } from '../llm';
 import type { Embedder } from '../llm/embedder';
-import {
-  embeddingCacheDir,
-  embeddingsUp,
-  endpoints,
-  localEmbeddingsUnavailable,
-  stackDown,
-} from '../stack/stack';
+import { configuredEmbeddings, localEmbeddings } from '../stack/connection';
+import { embeddingCacheDir, embeddingsUp, localEmbeddingsUnavailable, stackDown } from '../stack/stack';
 import { openEmbeddingCache, type EmbeddingCache } from '../llm/embeddingCache';
 import paraphrase from '../test/fixtures/paraphrase.json';
 import {
@@ -118,13 +113,8 @@ function log(line: string): void {
 async function embeddingsEndpoint(
   config: Config,
 ): Promise<{ queryUrls: string[]; passagesUrl: string; started: string[] }> {
-  if (config.embeddingsUrls) {
-    return {
-      queryUrls: config.embeddingsUrls,
-      passagesUrl: config.embeddingsPassagesUrl ?? config.embeddingsUrls[0]!,
-      started: [],
-    };
-  }
+  const configured = configuredEmbeddings(config);
+  if (configured) return { ...configured, started: [] };
   const started = await embeddingsUp(config, (line) => log(`[stack] ${line}`));
   const unavailable = localEmbeddingsUnavailable(config);
   if (unavailable) {
@@ -132,8 +122,7 @@ async function embeddingsEndpoint(
       `the hybrid arm needs embeddings: ${unavailable}; or set MEMGATE_EMBEDDINGS_URL`,
     );
   }
-  const local = endpoints(config);
-  return { queryUrls: local.embeddingsQueryUrls, passagesUrl: local.embeddingsPassagesUrl, started };
+  return { ...localEmbeddings(config, config), started };
 }
 
 const ids = (ranking: readonly { id: string }[]) => ranking.map((r) => r.id);

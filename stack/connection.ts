@@ -54,31 +54,50 @@ export function temporalConnectionOptions(
   };
 }
 
+type EmbeddingsConfig = Pick<Config, 'embeddingsUrls' | 'embeddingsPassagesUrl'>;
+
+/**
+ * The endpoints MEMGATE_EMBEDDINGS_URL names, passages at MEMGATE_EMBEDDINGS_PASSAGES_URL or
+ * else the first of them; undefined while it is unset.
+ */
+export function configuredEmbeddings(
+  c: EmbeddingsConfig,
+): { queryUrls: string[]; passagesUrl: string } | undefined {
+  if (!c.embeddingsUrls) return undefined;
+  return { queryUrls: c.embeddingsUrls, passagesUrl: c.embeddingsPassagesUrl ?? c.embeddingsUrls[0]! };
+}
+
+/** The local stack's query servers, and its passage server unless MEMGATE_EMBEDDINGS_PASSAGES_URL names another. */
+export function localEmbeddings(
+  c: EmbeddingsConfig,
+  settings: StackSettings,
+): { queryUrls: string[]; passagesUrl: string } {
+  const local = endpoints(settings);
+  return {
+    queryUrls: local.embeddingsQueryUrls,
+    passagesUrl: c.embeddingsPassagesUrl ?? local.embeddingsPassagesUrl,
+  };
+}
+
 /**
  * Where embeddings come from: the configured endpoints; else, with the local stack, its own
  * servers when they answer; else none, with the reason recall will give for being lexical only.
  */
 export async function resolveEmbeddings(
-  c: Pick<Config, 'embeddingsUrls' | 'embeddingsPassagesUrl' | 'cacheDir' | 'stateDir'> & {
+  c: EmbeddingsConfig & {
     temporalAddress?: string | undefined;
     mongoUri?: string | undefined;
   },
   settings: StackSettings,
 ): Promise<EmbeddingsEndpoint> {
-  if (c.embeddingsUrls)
-    return { queryUrls: c.embeddingsUrls, passagesUrl: c.embeddingsPassagesUrl ?? c.embeddingsUrls[0]! };
+  const configured = configuredEmbeddings(c);
+  if (configured) return configured;
   if (c.temporalAddress && c.mongoUri) {
     return {
       unavailable: 'no embeddings endpoint: MEMGATE_EMBEDDINGS_URL is unset and the stack is not local',
     };
   }
   const silent = await embeddingsSilent(settings);
-  if (silent === undefined) {
-    const local = endpoints(settings);
-    return {
-      queryUrls: local.embeddingsQueryUrls,
-      passagesUrl: c.embeddingsPassagesUrl ?? local.embeddingsPassagesUrl,
-    };
-  }
+  if (silent === undefined) return localEmbeddings(c, settings);
   return { unavailable: localEmbeddingsUnavailable(settings) ?? `local: ${silent}` };
 }

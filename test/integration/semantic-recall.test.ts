@@ -60,6 +60,14 @@ async function embeddedMemories(name: string): Promise<{ agentId: string; ids: s
   return { agentId, ids };
 }
 
+/** A client of its own whose queries go to these endpoints, passages to the stack's server. */
+function clientQueryingAt(queryUrls: string[]): Promise<MemgateClient> {
+  return MemgateClient.connect(env.config, {
+    ...env.endpoints,
+    embeddings: { queryUrls, passagesUrl: inject('embeddingsPassagesUrl') },
+  });
+}
+
 beforeAll(async () => {
   env = await startTestEnv();
 }, 120_000);
@@ -98,10 +106,7 @@ describe('query embeddings at an endpoint that embeds one request at a time', ()
   it("are bounded in length, and an agent's go one at a time, so another agent's wait behind one at most", async () => {
     const { agentId } = await embeddedMemories('one-at-a-time');
     const queries = await recordingEmbeddings(inject('embeddingsQueryUrls')[0]!);
-    const client = await MemgateClient.connect(env.config, {
-      ...env.endpoints,
-      embeddings: { queryUrls: [queries.url], passagesUrl: inject('embeddingsPassagesUrl') },
-    });
+    const client = await clientQueryingAt([queries.url]);
     // As long as a query may be: 2,000 distinct CJK characters.
     const long = Array.from({ length: 2_000 }, (_, i) => String.fromCodePoint(0x4e00 + i)).join(' ');
     const asked = [
@@ -136,10 +141,7 @@ describe('query embeddings over several query servers', () => {
     let release!: () => void;
     const busy = await recordingEmbeddings(first!, { busyUntil: new Promise<void>((r) => (release = r)) });
     const free = await recordingEmbeddings(second!);
-    const client = await MemgateClient.connect(env.config, {
-      ...env.endpoints,
-      embeddings: { queryUrls: [busy.url, free.url], passagesUrl: inject('embeddingsPassagesUrl') },
-    });
+    const client = await clientQueryingAt([busy.url, free.url]);
     try {
       // With none in flight, the first listed: a quiet process uses one server.
       const held = client.recall({ agentId: a.agentId, query: PARAPHRASE });
