@@ -125,9 +125,11 @@ export type WorkClass = 'interactive' | 'background';
 /** How many units background work may hold: while callers are active, and while they are not. */
 export interface BackgroundLimits {
   /**
-   * While an interactive command runs, waits or ended less than `activeForMs` ago. A command
+   * While an interactive command waits or ended less than `activeForMs` ago. A command
    * admitted holds the server's CPU until it ends, so a caller's commands compete with every
-   * background command already running: few, so that a caller's latency stays near its idle figure.
+   * background command already running: few, so that a caller's latency stays near its idle
+   * figure. While an interactive command runs, no background command starts at all, until
+   * `capacity` interactive grants have passed the first waiting one.
    */
   whileActive: number;
   /** Otherwise: the night runs at the store's pace when nobody waits on it. */
@@ -147,10 +149,10 @@ interface Waiter {
 /**
  * A counting semaphore of `capacity` units, granted first come first served within each
  * class, interactive before background: a command that needs many units is not overtaken for
- * ever by commands of its class that need one. Background commands together hold at most
- * what `BackgroundLimits` allow (any one may hold more, alone), and a background waiter is
- * granted before interactive ones once `capacity` of them have passed it: background work is
- * slowed, never stopped.
+ * ever by commands of its class that need one. Background commands start only while no
+ * interactive one runs, and together hold at most what `BackgroundLimits` allow (any one may
+ * hold more, alone); a background waiter is granted before interactive ones, and beside them,
+ * once `capacity` of them have passed it: background work is slowed, never stopped.
  */
 export class Admission {
   private free: number;
@@ -233,7 +235,12 @@ export class Admission {
 
   private fits(units: number, workClass: WorkClass): boolean {
     if (this.free < units) return false;
-    if (workClass === 'interactive' || this.backgroundInUse === 0) return true;
+    if (workClass === 'interactive') return true;
+    // Not beside a caller's running command: a background command started now would hold a
+    // share of the server's cores for as long as the caller's ran (docs/serving.md, Not beside
+    // a caller). Once passed by `capacity` grants it goes anyway: slowed, never stopped.
+    if (this.interactiveInUse > 0 && this.passedBackground < this.capacity) return false;
+    if (this.backgroundInUse === 0) return true;
     const limit = this.callersActive() ? this.background.whileActive : this.background.whileQuiet;
     return this.backgroundInUse + units <= limit;
   }

@@ -189,8 +189,26 @@ describe('Admission', () => {
       admission.acquire(1, Date.now() + 1_000, 'interactive').then((r) => (order.push('interactive'), r)),
     ];
     held();
-    for (const release of await Promise.all(waiting)) release();
+    // The background one starts once the caller's command ends, not beside it.
+    (await waiting[1]!)();
+    (await waiting[0]!)();
     expect(order).toEqual(['interactive', 'background']);
+  });
+
+  it("starts no background command beside a caller's running command, though units are free; it goes once that ends", async () => {
+    const admission = new Admission(8, { whileActive: 2, whileQuiet: 6, activeForMs: 50 });
+    const interactive = await admission.acquire(1, Date.now() + 1_000, 'interactive');
+    let started = false;
+    const background = admission
+      .acquire(1, Date.now() + 1_000, 'background')
+      .then((release) => ((started = true), release));
+    await new Promise((r) => setTimeout(r, 10));
+    expect(started).toBe(false);
+    expect(admission.inUse).toBe(1);
+    interactive();
+    (await background)();
+    expect(started).toBe(true);
+    expect(admission.inUse).toBe(0);
   });
 
   it('keeps units free for interactive requests while background work waits for more', async () => {
@@ -219,11 +237,11 @@ describe('Admission', () => {
       admission.acquire(1, Date.now() + 5_000, 'background').then((release) => granted.push(release)),
     );
     await new Promise((r) => setTimeout(r, 10));
-    // A caller's command runs: two units, though five are free.
-    expect(granted).toHaveLength(2);
+    // A caller's command runs: none beside it, though seven units are free.
+    expect(granted).toHaveLength(0);
     interactive();
     await new Promise((r) => setTimeout(r, 10));
-    // It ended a moment ago: callers still count as active.
+    // It ended a moment ago: callers still count as active, and background takes two units.
     expect(granted).toHaveLength(2);
     // Once they have been quiet for activeForMs, background takes what it may then.
     await Promise.all(background);
