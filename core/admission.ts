@@ -125,7 +125,7 @@ export type WorkClass = 'interactive' | 'background';
 /** How many units background work may hold: while callers are active, and while they are not. */
 export interface BackgroundLimits {
   /**
-   * While an interactive command waits or ended less than `activeForMs` ago. A command
+   * While an interactive command runs, waits or ended less than `activeForMs` ago. A command
    * admitted holds the server's CPU until it ends, so a caller's commands compete with every
    * background command already running: few, so that a caller's latency stays near its idle
    * figure. While an interactive command runs, no background command starts at all, until
