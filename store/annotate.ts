@@ -64,7 +64,8 @@ export async function annotate(
  * Before a change that lets default recall take more of these entries (`after`, of each
  * entry now `before`), the states kept beside their vectors are widened to admit it
  * (core/recall.ts, RecallState), so that a crash between the change and its restating costs
- * reads, not hits.
+ * reads, not hits. `before` is what the caller just read, so the entries are not read again
+ * to see which records need widening.
  */
 export async function widenForRecall(
   store: Store,
@@ -82,6 +83,6 @@ export async function widenForRecall(
       agentId,
       widens.map(([id]) => id),
       Date.now(),
-      new Map(widens),
+      { widen: new Map(widens), ...(before && { known: before }) },
     );
 }

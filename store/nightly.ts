@@ -7,7 +7,7 @@ import {
 } from '../core/nightly/clusters';
 import type { Copy } from '../core/census';
 import type { Entry } from '../core/entry';
-import type { RecallState } from '../core/recall';
+import { recallStateOf, type RecallState } from '../core/recall';
 import {
   applyPatch,
   combinePatches,
@@ -180,7 +180,12 @@ export async function refreshHotEntries(
   // Written a chunk at a time, each chunk's stale versions then refreshed one by one.
   for (let i = 0; i < steps.length; i += REFRESH_CHUNK) {
     const chunk = steps.slice(i, i + REFRESH_CHUNK);
-    await widenForRecall(store, ctx.agentId, new Map(chunk.map((step) => [step.id, refreshed(step)])));
+    await widenForRecall(
+      store,
+      ctx.agentId,
+      new Map(chunk.map((step) => [step.id, refreshed(step)])),
+      new Map(chunk.map((step) => [step.id, recallStateOf(step.entry, 'hot')])),
+    );
     const res = await store.hot.bulkWrite(
       chunk.map((step) => ({
         updateOne: {
@@ -196,18 +201,24 @@ export async function refreshHotEntries(
       })),
       { ordered: false },
     );
-    if (res.modifiedCount < chunk.length) await refreshOneByOne(store, ctx, chunk);
-    else
-      await countChanges(
+    if (res.modifiedCount < chunk.length) {
+      await refreshOneByOne(store, ctx, chunk);
+      await restateForRecall(
         store,
         ctx.agentId,
-        chunk.map((step) => refreshedCopy(step, ctx.asOf)),
+        chunk.map((step) => step.id),
+        ctx.asOf,
       );
+      continue;
+    }
+    const copies = chunk.map((step) => refreshedCopy(step, ctx.asOf));
+    await countChanges(store, ctx.agentId, copies);
     await restateForRecall(
       store,
       ctx.agentId,
       chunk.map((step) => step.id),
       ctx.asOf,
+      { known: new Map(copies.map(({ after }) => [after.entry._id, recallStateOf(after.entry, 'hot')])) },
     );
   }
 }
@@ -297,6 +308,7 @@ export async function spillEntries(
     ctx.agentId,
     batch.map((b) => b.entry._id),
     ctx.asOf,
+    { known: new Map(batch.map(({ entry }) => [entry._id, recallStateOf(entry, 'cold')])) },
   );
   return moved;
 }

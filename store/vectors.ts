@@ -361,13 +361,21 @@ export async function clearVectorRecords(
  * admits at least that too: called before a change that admits more (a rehydration, a
  * refresh, a reinstatement), so that a crash between the change and the next call leaves a
  * state that costs a read, not a hit. An entry with no vector needs nothing.
+ *
+ * With `known`, the state a caller just read or wrote for an entry stands in for the first
+ * look, which only tells which records differ: a record that already holds it needs nothing
+ * from this change (a later change restates it itself), and every record written is still
+ * written from a read made after its number.
  */
 export async function restateForRecall(
   store: Store,
   agentId: string,
   ids: readonly string[],
   at: number,
-  widen?: ReadonlyMap<string, RecallState>,
+  {
+    widen,
+    known,
+  }: { widen?: ReadonlyMap<string, RecallState>; known?: ReadonlyMap<string, RecallState> } = {},
 ): Promise<void> {
   const unique = [...new Set(ids)];
   const records = await Promise.all(
@@ -378,21 +386,23 @@ export async function restateForRecall(
       ),
     ),
   );
-  const located = await Promise.all(unique.map((id) => locateEntry(store, agentId, id)));
-  const wanted = (id: string, found: { entry: Entry; tier: Tier } | undefined): RecallState | undefined => {
-    if (!found) return undefined;
-    const now = recallStateOf(found.entry, found.tier);
+  const stateOf = (found: { entry: Entry; tier: Tier } | undefined) =>
+    found && recallStateOf(found.entry, found.tier);
+  const looked = await Promise.all(
+    unique.map(async (id) => known?.get(id) ?? stateOf(await locateEntry(store, agentId, id))),
+  );
+  const wanted = (id: string, now: RecallState | undefined): RecallState | undefined => {
     const wider = widen?.get(id);
-    return wider ? widerRecallState(now, wider) : now;
+    return now && wider ? widerRecallState(now, wider) : now;
   };
   const changed = unique.filter((id, i) => {
     const r = records[i];
-    const state = wanted(id, located[i]);
+    const state = wanted(id, looked[i]);
     return r !== null && r !== undefined && state !== undefined && !sameRecallState(r.recall, state);
   });
   if (changed.length === 0) return;
   const seqs = await numberChanges(store, agentId, changed);
-  const after = await Promise.all(changed.map((id) => locateEntry(store, agentId, id)));
+  const after = await Promise.all(changed.map(async (id) => stateOf(await locateEntry(store, agentId, id))));
   await store.vectors.bulkWrite(
     changed.map((_id, i) => {
       const state = wanted(_id, after[i]);

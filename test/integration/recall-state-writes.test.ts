@@ -1,0 +1,183 @@
+import { describe, expect, it } from 'vitest';
+import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
+import type { ReclaimStep } from '../../core/nightly/reclaim';
+import { recallStateOf } from '../../core/recall';
+import { DAY_MS } from '../../core/salience';
+import type { Store } from '../../store/db';
+import { insertNewEntries } from '../../store/entries';
+import type { RunContext } from '../../store/ledger';
+import { refreshHotEntries, spillEntries } from '../../store/nightly';
+import { entriesToEmbed, restateForRecall, storeVectors } from '../../store/vectors';
+import { interleaveOnce } from '../support/faults';
+import { episode } from '../support/memories';
+import { useTestEnv } from '../support/env';
+
+/**
+ * The night's refreshes and spills keep the state beside each vector their entry's
+ * (core/recall.ts, RecallState), reading each entry no more than the change numbering needs:
+ * once after the numbers are taken, in each tier it looks in. What the night itself wrote or
+ * read stands in for the first look, and a concurrent restate that read the entry before the
+ * change landed is still overwritten by the state after it.
+ */
+
+const env = useTestEnv();
+
+const SPACE = { model: 'test-model', dimensions: 8 };
+const T0 = Date.UTC(2025, 2, 1);
+const N = 20;
+
+const vector = (i: number) => {
+  const v = Float32Array.from({ length: SPACE.dimensions }, (_, d) => Math.sin(i * 3.7 + d) + 1.5);
+  const norm = Math.hypot(...v);
+  return v.map((x) => x / norm);
+};
+
+const ctxOf = (agentId: string): RunContext => ({ agentId, asOf: T0 + 5 * DAY_MS, runId: `${agentId}:run` });
+
+/** N hot entries of one agent, each with its vector stored as the agent's workflow stores it. */
+async function embeddedEntries(agentId: string): Promise<Entry[]> {
+  const entries = Array.from({ length: N }, (_, i) =>
+    buildEntry(
+      `${agentId}/e${i}`,
+      agentId,
+      episode(`Note ${i}: the courier calls on day ${i}.`, T0),
+      memoryPolicy(env.config),
+    ),
+  );
+  await insertNewEntries(env.store, entries);
+  const { toEmbed } = await entriesToEmbed(
+    env.store,
+    agentId,
+    entries.map((e) => e._id),
+    SPACE,
+  );
+  expect(toEmbed).toHaveLength(N);
+  await storeVectors(
+    env.store,
+    agentId,
+    SPACE,
+    toEmbed.map((item, i) => ({ ...item, vector: vector(i) })),
+    T0,
+  );
+  return entries;
+}
+
+/** The store, its tiers' reads counted (the point reads and finds every entry read goes through). */
+function countingReads(store: Store) {
+  const reads = { hot: 0, cold: 0 };
+  const counted = (tier: 'hot' | 'cold') =>
+    new Proxy(store[tier], {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        const bound = (value as (...a: unknown[]) => unknown).bind(target);
+        if (prop !== 'findOne' && prop !== 'find') return bound;
+        return (...args: unknown[]) => {
+          reads[tier]++;
+          return bound(...args);
+        };
+      },
+    });
+  return { store: { ...store, hot: counted('hot'), cold: counted('cold') } as Store, reads };
+}
+
+/** Each entry's state as it is now, and the state kept beside its vector. */
+async function statesOf(agentId: string, ids: readonly string[]) {
+  return Promise.all(
+    ids.map(async (_id) => {
+      const hot = await env.store.hot.findOne({ _id, agentId });
+      const cold = await env.store.cold.findOne({ _id, agentId });
+      const found = hot ? { entry: hot, tier: 'hot' as const } : { entry: cold!, tier: 'cold' as const };
+      const record = await env.store.vectors.findOne({ _id, agentId });
+      return { entry: recallStateOf(found.entry, found.tier), kept: record?.recall };
+    }),
+  );
+}
+
+const refreshSteps = (entries: readonly Entry[], asOf: number) =>
+  entries.map((entry) => ({
+    id: entry._id,
+    tier: 'hot' as const,
+    salience: { base: 0.9, at: asOf },
+    dormantAt: asOf + 20 * DAY_MS,
+    entry,
+  }));
+
+const spillStep = (id: string): ReclaimStep => ({
+  id,
+  action: 'spill',
+  why: 'dormant, reachable, refresh window open',
+  rank: 0,
+  inputs: {
+    reclaimFloor: 0.05,
+    gateThreshold: 0.15,
+    gated: true,
+    reachable: true,
+    refreshWindowElapsed: false,
+    subsumedLosslessly: false,
+    lossySummaryFlagged: false,
+  },
+});
+
+describe("the night's changes to the state kept beside each vector", () => {
+  it('a refresh reads each entry once, and leaves each vector its refreshed state', async () => {
+    const agentId = env.agent('refresh-reads');
+    const entries = await embeddedEntries(agentId);
+    const ctx = ctxOf(agentId);
+    const { store, reads } = countingReads(env.store);
+    await refreshHotEntries(store, ctx, refreshSteps(entries, ctx.asOf));
+    expect(reads).toEqual({ hot: N, cold: 0 });
+    for (const { entry, kept } of await statesOf(
+      agentId,
+      entries.map((e) => e._id),
+    )) {
+      expect(entry).toMatchObject({ tier: 'hot', dormantAt: ctx.asOf + 20 * DAY_MS });
+      expect(kept).toEqual(entry);
+    }
+  });
+
+  it('a spill reads each entry once in each tier, and leaves each vector the cold state', async () => {
+    const agentId = env.agent('spill-reads');
+    const entries = await embeddedEntries(agentId);
+    const ctx = ctxOf(agentId);
+    const { store, reads } = countingReads(env.store);
+    await spillEntries(
+      store,
+      ctx,
+      entries.map((entry) => ({ step: spillStep(entry._id), entry })),
+    );
+    expect(reads).toEqual({ hot: N, cold: N });
+    for (const { entry, kept } of await statesOf(
+      agentId,
+      entries.map((e) => e._id),
+    )) {
+      expect(entry.tier).toBe('cold');
+      expect(kept).toEqual(entry);
+    }
+  });
+
+  it('a refresh overtaken by a restate that read its entries before it landed still leaves their refreshed state', async () => {
+    const agentId = env.agent('refresh-overtaken');
+    const entries = await embeddedEntries(agentId);
+    const ids = entries.map((e) => e._id);
+    const ctx = ctxOf(agentId);
+    // Between the widening and the refresh's own write, another writer (an embedding, a
+    // forget) numbers its change and reads the entries as they were: it writes their old state.
+    let overtaken = 0;
+    const undo = interleaveOnce(env.store, 'hot', 'bulkWrite', async () => {
+      await restateForRecall(env.store, agentId, ids, Date.now());
+      const kept = await env.store.vectors.find({ agentId }).toArray();
+      overtaken = kept.filter((r) => r.recall?.dormantAt !== ctx.asOf + 20 * DAY_MS).length;
+    });
+    try {
+      await refreshHotEntries(env.store, ctx, refreshSteps(entries, ctx.asOf));
+    } finally {
+      undo();
+    }
+    expect(overtaken).toBe(N);
+    for (const { entry, kept } of await statesOf(agentId, ids)) {
+      expect(entry).toMatchObject({ tier: 'hot', dormantAt: ctx.asOf + 20 * DAY_MS });
+      expect(kept).toEqual(entry);
+    }
+  });
+});
