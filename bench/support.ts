@@ -5,7 +5,8 @@ import { MemgateClient, type ClientEndpoints } from '../client/client';
 import { resolveEmbeddings } from '../stack/connection';
 import type { EmbeddingsEndpoint } from '../llm';
 import { MAX_RECALL_INDEX_WAIT_MS, parseConfig, type Config } from '../core/config';
-import { runningServers, stackDown, stackUp, type StackSettings } from '../stack/stack';
+import { postgresPaths, runningServers, stackDown, stackUp, type StackSettings } from '../stack/stack';
+import { adminClient } from '../stack/postgres';
 import { createMemgateWorker, type WorkerHandle } from '../worker/worker';
 
 export interface BenchEnv {
@@ -67,6 +68,30 @@ export async function startBenchEnv(
       if (started.length) await stackDown(config, started);
     },
   };
+}
+
+/**
+ * A store that grew over days has planner statistics: PostgreSQL's autovacuum gathers them as
+ * it grows. One loaded in seconds has none until autovacuum next comes round, and until then
+ * the planner may take a read of a few ids by `_id` for a scan of the whole table (on the
+ * vectors of bench/consolidation's store: hundreds of scans of 26,000 rows in the night's first
+ * minute). So a benchmark that loads the state days would leave analyses the local stack's
+ * tables of its database once loaded, as those days would have. A store of the user's
+ * (MONGODB_URI) is left as it is.
+ */
+export async function analyseLoadedStore(env: BenchEnv): Promise<void> {
+  if (env.config.mongoUri) return;
+  const pg = await adminClient(postgresPaths(env.config), env.config.postgresPort);
+  try {
+    // FerretDB keeps each database as a schema of its own.
+    const { rows } = await pg.query<{ name: string }>(
+      `SELECT format('%I.%I', schemaname, relname) AS name FROM pg_stat_user_tables WHERE schemaname = $1`,
+      [env.config.database],
+    );
+    for (const { name } of rows) await pg.query(`ANALYZE ${name}`);
+  } finally {
+    await pg.end();
+  }
 }
 
 /** bench/write-path's entry: agent `agent`'s `i`th observation; bench/embeddings embeds the same. */

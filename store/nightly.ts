@@ -83,7 +83,8 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
       if (keys.length === 0) return 0;
       const res = await tierCollection(store, tier).bulkWrite(
         keys.map((k) => ({ deleteOne: { filter: { _id: k.id, agentId, version: k.version } } })),
-        { ordered: true },
+        // Independent deletes: sent a few commands at a time (store/guard.ts).
+        { ordered: false },
       );
       await countMoved(store, agentId, tier, res.deletedCount);
       return res.deletedCount;

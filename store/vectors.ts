@@ -4,7 +4,7 @@ import type { Entry, Tier } from '../core/entry';
 import { recallStateOf, sameRecallState, widerRecallState, type RecallState } from '../core/recall';
 import { vectorDefect, type EmbeddingSpace } from '../core/vectorDefects';
 import { inBatches, insertIgnoringExisting, type Store, type VectorRecord } from './db';
-import { locateEntry, TIERS, tierCollection } from './tiers';
+import { locateEntries, locateEntry, TIERS, tierCollection } from './tiers';
 import { findByIds } from './byIds';
 
 /**
@@ -378,19 +378,17 @@ export async function restateForRecall(
   }: { widen?: ReadonlyMap<string, RecallState>; known?: ReadonlyMap<string, RecallState> } = {},
 ): Promise<void> {
   const unique = [...new Set(ids)];
-  const records = await Promise.all(
-    unique.map((_id) =>
-      store.vectors.findOne(
-        { _id, agentId, vector: { $exists: true } },
-        { projection: { _id: 1, recall: 1 } },
-      ),
-    ),
-  );
+  // Many by id in one read each (store/byIds.ts): the vectors' records, then the entries.
+  const stored = await findByIds(store.vectors, unique, { agentId: 1, recall: 1, vector: 1 });
+  const records = unique.map((id) => {
+    const record = stored.get(id);
+    return record?.agentId === agentId && record.vector !== undefined ? record : undefined;
+  });
   const stateOf = (found: { entry: Entry; tier: Tier } | undefined) =>
     found && recallStateOf(found.entry, found.tier);
-  const looked = await Promise.all(
-    unique.map(async (id) => known?.get(id) ?? stateOf(await locateEntry(store, agentId, id))),
-  );
+  const unknown = unique.filter((id) => !known?.has(id));
+  const firstLook = unknown.length > 0 ? await locateEntries(store, agentId, unknown) : new Map();
+  const looked = unique.map((id) => known?.get(id) ?? stateOf(firstLook.get(id)));
   const wanted = (id: string, now: RecallState | undefined): RecallState | undefined => {
     const wider = widen?.get(id);
     return now && wider ? widerRecallState(now, wider) : now;
@@ -402,7 +400,9 @@ export async function restateForRecall(
   });
   if (changed.length === 0) return;
   const seqs = await numberChanges(store, agentId, changed);
-  const after = await Promise.all(changed.map(async (id) => stateOf(await locateEntry(store, agentId, id))));
+  // Hot first for each, after its number (store/tiers.ts, locateEntries).
+  const located = await locateEntries(store, agentId, changed);
+  const after = changed.map((id) => stateOf(located.get(id)));
   await store.vectors.bulkWrite(
     changed.map((_id, i) => {
       const state = wanted(_id, after[i]);
