@@ -272,11 +272,17 @@ export class SimStore {
             .map(located)
             .filter((l): l is Located => l !== undefined && (l.entry.pending ?? []).includes(work)),
         ),
-      withTerm: async (tier, term, limit) =>
-        [...(this.byTerm.get(term) ?? [])]
-          .map((id) => this.tier(tier).get(id))
-          .filter((e): e is Entry => e !== undefined)
-          .slice(0, limit),
+      withTerms: (tier, terms, limit) => {
+        const postings = terms.map((term) =>
+          [...(this.byTerm.get(term) ?? [])]
+            .map((id) => this.tier(tier).get(id))
+            .filter((e): e is Entry => e !== undefined)
+            .slice(0, limit),
+        );
+        return (async function* () {
+          yield* postings;
+        })();
+      },
       evictedFactsAbout: async (subject) =>
         [...this.tombstones.values()].flatMap((t) =>
           t.fact?.subject === subject

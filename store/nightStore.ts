@@ -6,7 +6,8 @@ import { dayOf } from '../core/salience';
 import type { ReclaimEntry } from '../core/nightly/reclaim';
 import { countArrived, setHotCount, tierCounts } from './agents';
 import { countChanges } from './census';
-import { inBatches, type QueryLogRecord, type Store } from './db';
+import { allWithin } from '../core/allWithin';
+import { CALL_FAN_OUT, inBatches, type QueryLogRecord, type Store } from './db';
 import { entriesWithTerm } from './entries';
 import { countEvents } from './ledger';
 import {
@@ -144,7 +145,15 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
 
   return {
     pending,
-    withTerm: (tier, term, limit) => entriesWithTerm(tierCollection(store, tier), agentId, term, limit),
+    // A few terms' reads at once (CALL_FAN_OUT), yielded in the terms' order.
+    async *withTerms(tier, terms, limit) {
+      const collection = tierCollection(store, tier);
+      for (let i = 0; i < terms.length; i += CALL_FAN_OUT) {
+        yield* await allWithin(terms.slice(i, i + CALL_FAN_OUT), CALL_FAN_OUT, (term) =>
+          entriesWithTerm(collection, agentId, term, limit),
+        );
+      }
+    },
     async factsAbout(subject) {
       const found = new Map<string, Located>();
       for (const tier of TIERS) {

@@ -77,8 +77,8 @@ export interface NightPolicy {
 export interface NightStore {
   /** Entries awaiting `work`, hot copies first (mid-move an entry is in both), a batch at a time. */
   pending(work: PendingWork): AsyncIterable<Located[]>;
-  /** Entries of a tier holding `term`, at most `limit`. */
-  withTerm(tier: Tier, term: string, limit: number): Promise<Entry[]>;
+  /** For each of the terms, in their order, the entries of a tier holding it, at most `limit`. */
+  withTerms(tier: Tier, terms: readonly string[], limit: number): AsyncIterable<Entry[]>;
   /** Facts about a subject in either tier, hot copies first. */
   factsAbout(subject: string): Promise<Located[]>;
   /** How many stored entries hold each term (0 when never counted). */
@@ -269,8 +269,8 @@ export async function refreshPhase(
     const candidates = new Map<string, Located>();
     for (const found of returned.values()) if (found.tier === 'cold') candidates.set(found.entry._id, found);
     for (const tier of ['cold', 'hot'] as const) {
-      for (const term of proposers) {
-        for (const entry of await night.withTerm(tier, term, POSTINGS_BUDGET.deep)) {
+      for await (const entries of night.withTerms(tier, proposers, POSTINGS_BUDGET.deep)) {
+        for (const entry of entries) {
           if (!candidates.has(entry._id)) candidates.set(entry._id, { entry, tier });
         }
         progress({ terms: proposers.length, candidates: candidates.size });
@@ -357,8 +357,9 @@ export async function consolidatePhase(
     if (tier === 'hot' && free(entry, run.asOf)) items.set(entry._id, entry);
   const seedTerms = [...new Set([...items.values()].flatMap((e) => e.terms))];
   const df = await night.documentFrequencies(seedTerms);
-  for (const term of seedTerms.filter((t) => (df.get(t) ?? 0) <= CLUSTER_MAX_POSTINGS).sort()) {
-    for (const entry of await night.withTerm('hot', term, CLUSTER_MAX_POSTINGS + 1)) {
+  const clusterTerms = seedTerms.filter((t) => (df.get(t) ?? 0) <= CLUSTER_MAX_POSTINGS).sort();
+  for await (const entries of night.withTerms('hot', clusterTerms, CLUSTER_MAX_POSTINGS + 1)) {
+    for (const entry of entries) {
       if (!items.has(entry._id) && free(entry, run.asOf)) items.set(entry._id, entry);
     }
   }

@@ -6,8 +6,8 @@ import type { ReclaimStep } from '../../core/nightly/reclaim';
 import { HOUR_MS } from '../../core/salience';
 import { parseConfig } from '../../core/config';
 import { storeLimitsOf } from '../../store/guard';
-import { openStore, type Store } from '../../store/db';
-import { insertNewEntries } from '../../store/entries';
+import { CALL_FAN_OUT, openStore, type Store } from '../../store/db';
+import { entriesWithTerm, insertNewEntries } from '../../store/entries';
 import {
   eraseFromQueryLog,
   removeSummary,
@@ -170,6 +170,76 @@ describe('tier moves on the real store', () => {
     });
     expect(JSON.stringify(stone)).not.toContain('30 days');
     expect(await store.ledger.countDocuments({ agentId: a, event: 'evict' })).toBe(1);
+  });
+});
+
+describe("the night's reads by term", () => {
+  it('reads a few terms side by side and yields each term’s entries in the terms’ order', async () => {
+    const a = `a-${randomUUID()}`;
+    const words = [
+      'amber',
+      'basil',
+      'cedar',
+      'delta',
+      'ember',
+      'fjord',
+      'grove',
+      'heron',
+      'indigo',
+      'juniper',
+    ];
+    await insertNewEntries(
+      store,
+      words.flatMap((w, i) =>
+        Array.from({ length: i + 1 }, (_, k) => entry(a, `${a}/${w}${k}`, `${w} note number ${k}`)),
+      ),
+    );
+    const terms = [...new Set((await store.hot.find({ agentId: a }).toArray()).flatMap((e) => e.terms))]
+      .filter((t) => words.some((w) => w.startsWith(t)))
+      .sort();
+    expect(terms).toHaveLength(words.length);
+    const reads = { inFlight: 0, most: 0 };
+    const hot = new Proxy(store.hot, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        const bound = (value as (...args: unknown[]) => unknown).bind(target);
+        if (prop !== 'find') return bound;
+        // The cursor, its reads counted while they run (`limit` and the like return it again).
+        const counted = (cursor: object): object =>
+          new Proxy(cursor, {
+            get(c, key, r) {
+              const member: unknown = Reflect.get(c, key, r);
+              if (typeof member !== 'function') return member;
+              const call = (member as (...args: unknown[]) => unknown).bind(c);
+              if (key === 'toArray')
+                return async () => {
+                  reads.most = Math.max(reads.most, ++reads.inFlight);
+                  try {
+                    return await call();
+                  } finally {
+                    reads.inFlight--;
+                  }
+                };
+              return (...args: unknown[]) => {
+                const out = call(...args);
+                return out === c ? counted(c) : out;
+              };
+            },
+          });
+        return (...args: unknown[]) => counted(bound(...args) as object);
+      },
+    });
+    const night = mongoNight({ ...store, hot }, ctx(a), 500);
+    const pages: string[][] = [];
+    for await (const page of night.withTerms('hot', terms, 50)) pages.push(page.map((e) => e._id).sort());
+    expect(reads.most).toBeGreaterThan(1);
+    expect(reads.most).toBeLessThanOrEqual(CALL_FAN_OUT);
+    const oneByOne: string[][] = [];
+    for (const term of terms)
+      oneByOne.push((await entriesWithTerm(store.hot, a, term, 50)).map((e) => e._id).sort());
+    expect(pages).toEqual(oneByOne);
+    expect(pages.map((p) => p.length)).toEqual(words.map((_, i) => i + 1));
   });
 });
 
