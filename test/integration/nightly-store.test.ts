@@ -22,6 +22,7 @@ import { evictEntry, rehydrateEntry, spillEntries, supersedeEntry } from '../../
 import type { RunContext } from '../../store/ledger';
 import { restoreEntry } from '../../store/restore';
 import { failOnce, interleaveOnce } from '../support/faults';
+import { spillStep } from '../support/reclaimSteps';
 
 const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
 const T0 = Date.UTC(2025, 0, 1);
@@ -71,22 +72,6 @@ const ctx = (agentId: string): RunContext => ({
   agentId,
   asOf: T0 + 10 * 24 * HOUR_MS,
   runId: `${agentId}:run`,
-});
-
-const spillStep = (id: string): ReclaimStep => ({
-  id,
-  action: 'spill',
-  why: 'dormant, reachable, refresh window open',
-  rank: 0,
-  inputs: {
-    reclaimFloor: 0.05,
-    gateThreshold: 0.15,
-    gated: true,
-    reachable: true,
-    refreshWindowElapsed: false,
-    subsumedLosslessly: false,
-    lossySummaryFlagged: false,
-  },
 });
 
 describe('tier moves on the real store', () => {

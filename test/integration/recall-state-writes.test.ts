@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
-import type { ReclaimStep } from '../../core/nightly/reclaim';
 import { recallStateOf } from '../../core/recall';
 import { DAY_MS } from '../../core/salience';
 import type { Store } from '../../store/db';
@@ -11,6 +10,7 @@ import { entriesToEmbed, restateForRecall, storeVectors } from '../../store/vect
 import { interleaveOnce } from '../support/faults';
 import { episode } from '../support/memories';
 import { useTestEnv } from '../support/env';
+import { spillStep } from '../support/reclaimSteps';
 
 /**
  * The night's refreshes and spills keep the state beside each vector their entry's
@@ -106,22 +106,6 @@ const refreshSteps = (entries: readonly Entry[], asOf: number) =>
     dormantAt: asOf + 20 * DAY_MS,
     entry,
   }));
-
-const spillStep = (id: string): ReclaimStep => ({
-  id,
-  action: 'spill',
-  why: 'dormant, reachable, refresh window open',
-  rank: 0,
-  inputs: {
-    reclaimFloor: 0.05,
-    gateThreshold: 0.15,
-    gated: true,
-    reachable: true,
-    refreshWindowElapsed: false,
-    subsumedLosslessly: false,
-    lossySummaryFlagged: false,
-  },
-});
 
 describe("the night's changes to the state kept beside each vector", () => {
   it('a refresh reads its entries once, one read a chunk, and leaves each vector its refreshed state', async () => {
