@@ -75,9 +75,9 @@ export async function startBenchEnv(
  * it grows. One loaded in seconds has none until autovacuum next comes round, and until then
  * the planner may take a read of a few ids by `_id` for a scan of the whole table (on the
  * vectors of bench/consolidation's store: hundreds of scans of 26,000 rows in the night's first
- * minute). So a benchmark that loads the state days would leave analyses the local stack's
- * tables of its database once loaded, as those days would have. A store of the user's
- * (MONGODB_URI) is left as it is.
+ * minute). So a benchmark that loads the state those days would leave analyses its
+ * database's tables on the local stack once loaded, as the days would have. A store of the
+ * user's (MONGODB_URI) is left as it is.
  */
 export async function analyseLoadedStore(env: BenchEnv): Promise<void> {
   if (env.config.mongoUri) return;

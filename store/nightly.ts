@@ -202,24 +202,20 @@ export async function refreshHotEntries(
       })),
       { ordered: false },
     );
-    if (res.modifiedCount < chunk.length) {
-      await refreshOneByOne(store, ctx, chunk);
-      await restateForRecall(
-        store,
-        ctx.agentId,
-        chunk.map((step) => step.id),
-        ctx.asOf,
-      );
-      continue;
+    // Only when every entry took this chunk's write is its state after it known here.
+    let known: Map<string, RecallState> | undefined;
+    if (res.modifiedCount < chunk.length) await refreshOneByOne(store, ctx, chunk);
+    else {
+      const copies = chunk.map((step) => refreshedCopy(step, ctx.asOf));
+      await countChanges(store, ctx.agentId, copies);
+      known = new Map(copies.map(({ after }) => [after.entry._id, recallStateOf(after.entry, 'hot')]));
     }
-    const copies = chunk.map((step) => refreshedCopy(step, ctx.asOf));
-    await countChanges(store, ctx.agentId, copies);
     await restateForRecall(
       store,
       ctx.agentId,
       chunk.map((step) => step.id),
       ctx.asOf,
-      { known: new Map(copies.map(({ after }) => [after.entry._id, recallStateOf(after.entry, 'hot')])) },
+      { known },
     );
   }
 }

@@ -387,7 +387,7 @@ export async function restateForRecall(
   const stateOf = (found: { entry: Entry; tier: Tier } | undefined) =>
     found && recallStateOf(found.entry, found.tier);
   const unknown = unique.filter((id) => !known?.has(id));
-  const firstLook = unknown.length > 0 ? await locateEntries(store, agentId, unknown) : new Map();
+  const firstLook = await locateEntries(store, agentId, unknown);
   const looked = unique.map((id) => known?.get(id) ?? stateOf(firstLook.get(id)));
   const wanted = (id: string, now: RecallState | undefined): RecallState | undefined => {
     const wider = widen?.get(id);
@@ -396,7 +396,7 @@ export async function restateForRecall(
   const changed = unique.filter((id, i) => {
     const r = records[i];
     const state = wanted(id, looked[i]);
-    return r !== null && r !== undefined && state !== undefined && !sameRecallState(r.recall, state);
+    return r !== undefined && state !== undefined && !sameRecallState(r.recall, state);
   });
   if (changed.length === 0) return;
   const seqs = await numberChanges(store, agentId, changed);
