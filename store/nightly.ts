@@ -5,6 +5,7 @@ import {
   releasePatch,
   retirePatch,
 } from '../core/nightly/clusters';
+import { allWithin } from '../core/allWithin';
 import type { Copy } from '../core/census';
 import type { Entry } from '../core/entry';
 import { recallStateOf, type RecallState } from '../core/recall';
@@ -26,7 +27,7 @@ import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOut
 import { annotate, widenForRecall } from './annotate';
 import { countArrived, countMoved } from './agents';
 import { countChanges, countTombstones } from './census';
-import { insertIgnoringExisting, type Store } from './db';
+import { CALL_FAN_OUT, insertIgnoringExisting, type Store } from './db';
 import { gateKeys, insertNewEntries, termKeys } from './entries';
 import { deleteEntry, withdrawErased } from './erasure';
 import { ledgerId, recordEvent, recordEvents, type RunContext } from './ledger';
@@ -42,9 +43,15 @@ import { restateForRecall } from './vectors';
  */
 
 /**
+ * Documents one version-guarded delete statement names: the server tests each document it
+ * finds against every id and version of the statement, so its cost grows with their square.
+ */
+const DELETES_PER_STATEMENT = 100;
+
+/**
  * The tiers of one agent as core/tiers.ts sees them; every operation is scoped by agentId
- * (docs/invariants.md, Agent-scoped). Batches are ordered bulk writes whose every statement
- * selects by `_id`, which every MongoDB-protocol server serves from its primary index.
+ * (docs/invariants.md, Agent-scoped). Every statement selects by `_id`, one or many, which
+ * every MongoDB-protocol server serves from its primary index.
  */
 export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
   return {
@@ -79,15 +86,25 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
         docs.map((d) => d._id),
       );
     },
+    // A statement deletes many: the server finds them by `_id` (store/byIds.ts) and deletes
+    // each only while it is at the version given, in one transaction, where a statement a
+    // document costs a query and a transaction each.
     async removeVersions(tier, keys) {
-      if (keys.length === 0) return 0;
-      const res = await tierCollection(store, tier).bulkWrite(
-        keys.map((k) => ({ deleteOne: { filter: { _id: k.id, agentId, version: k.version } } })),
-        // Independent deletes: sent a few commands at a time (store/guard.ts).
-        { ordered: false },
-      );
-      await countMoved(store, agentId, tier, res.deletedCount);
-      return res.deletedCount;
+      const statements: { id: string; version: number }[][] = [];
+      for (let i = 0; i < keys.length; i += DELETES_PER_STATEMENT) {
+        statements.push(keys.slice(i, i + DELETES_PER_STATEMENT));
+      }
+      const deleted = await allWithin(statements, CALL_FAN_OUT, async (chunk) => {
+        const res = await tierCollection(store, tier).deleteMany({
+          _id: { $in: chunk.map((k) => k.id) },
+          agentId,
+          $or: chunk.map((k) => ({ _id: k.id, version: k.version })),
+        });
+        return res.deletedCount;
+      });
+      const total = deleted.reduce((sum, n) => sum + n, 0);
+      await countMoved(store, agentId, tier, total);
+      return total;
     },
     async moved(from, to, moves) {
       await countChanges(

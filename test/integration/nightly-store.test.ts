@@ -83,7 +83,7 @@ describe('tier moves on the real store', () => {
     await insertNewEntries(store, batch);
     const spills = batch.map((e) => ({ step: spillStep(e._id), entry: e }));
     const seen: string[][] = [];
-    const restore = failOnce(store, 'hot', 'bulkWrite', async () => {
+    const restore = failOnce(store, 'hot', 'deleteMany', async () => {
       for (const e of batch) seen.push(await tiersOf(a, e._id));
     });
     await expect(spillEntries(store, ctx(a), spills)).rejects.toThrow(/injected/);
@@ -107,6 +107,50 @@ describe('tier moves on the real store', () => {
       });
     }
     expect(await store.ledger.countDocuments({ agentId: a, event: 'spill' })).toBe(3);
+  });
+
+  it('a spill deletes its batch from hot in one statement, each entry only at the version it read', async () => {
+    const a = `a-${randomUUID()}`;
+    const batch = Array.from({ length: 20 }, (_, i) =>
+      entry(a, `${a}/e${i}`, `The courier calls on day ${i}.`),
+    );
+    await insertNewEntries(store, batch);
+    // Delete statements sent to hot: each is a query and a transaction at the server.
+    let deletes = 0;
+    const hot = store.hot;
+    store.hot = new Proxy(hot, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        const bound = (value as (...a: unknown[]) => unknown).bind(target);
+        return (...args: unknown[]) => {
+          if (prop === 'deleteOne' || prop === 'deleteMany') deletes++;
+          if (prop === 'bulkWrite') deletes += (args[0] as object[]).filter((op) => 'deleteOne' in op).length;
+          return bound(...args);
+        };
+      },
+    });
+    // Between the copy to cold and the delete, another writer changes e3 in hot.
+    const changed = `${a}/e3`;
+    const undo = interleaveOnce(store, 'hot', 'deleteMany', async () => {
+      await hot.updateOne({ _id: changed }, { $set: { confidence: 0.9 }, $inc: { version: 1 } });
+    });
+    try {
+      expect(
+        await spillEntries(
+          store,
+          ctx(a),
+          batch.map((e) => ({ step: spillStep(e._id), entry: e })),
+        ),
+      ).toBe(20);
+    } finally {
+      undo();
+      store.hot = hot;
+    }
+    // One for the batch, and one for e3, moved again at its new version.
+    expect(deletes).toBe(2);
+    for (const e of batch) expect(await tiersOf(a, e._id)).toEqual(['cold']);
+    expect(await store.cold.findOne({ _id: changed, agentId: a })).toMatchObject({ confidence: 0.9 });
   });
 
   it('rehydrate is an idempotent cold → hot move that survives a crash between copy and delete', async () => {

@@ -248,16 +248,10 @@ describe('crash safety', () => {
       ...(await write(agentId, filler(1, 12, 0.6, 12))),
     ];
     const atCrash: { hot: number; cold: number; stone: number }[] = [];
-    const undo = failOnce(
-      env.worker.store,
-      'hot',
-      'bulkWrite',
-      async (args) => {
-        const deletes = args[0] as { deleteOne: { filter: { _id: string } } }[];
-        for (const d of deletes) atCrash.push(await tiersOf(agentId, d.deleteOne.filter._id));
-      },
-      (args) => (args[0] as object[]).every((op) => 'deleteOne' in op),
-    );
+    const undo = failOnce(env.worker.store, 'hot', 'deleteMany', async (args) => {
+      const { _id } = args[0] as { _id: { $in: string[] } };
+      for (const id of _id.$in) atCrash.push(await tiersOf(agentId, id));
+    });
     try {
       const report = await env.client.consolidate({ agentId, asOf: night(2) });
       expect(report.counts.spilled).toBe(24 - 16);

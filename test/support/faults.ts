@@ -4,7 +4,7 @@ import type { Store } from '../../store/db';
 /** The collections a fault can sit in front of. */
 type Faultable = Tier | 'tombstones';
 
-type Method = 'deleteOne' | 'replaceOne' | 'updateOne' | 'bulkWrite' | 'insertMany';
+type Method = 'deleteOne' | 'deleteMany' | 'replaceOne' | 'updateOne' | 'bulkWrite' | 'insertMany';
 
 /** Which calls a fault may fire on (all, unless narrowed by their arguments). */
 type CallMatch = (args: unknown[]) => boolean;
