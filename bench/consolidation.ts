@@ -40,7 +40,7 @@ import { consolidateAgentWorkflowId, consolidationRunId } from '../core/ids';
 import { SimStore, simPolicy } from '../sim/model';
 import { seedScenario } from '../sim/scenario';
 import { Workload } from '../sim/workload';
-import { analyseLoadedStore, emit, growthExponent, round, startBenchEnv, type BenchEnv } from './support';
+import { vacuumLoadedStore, emit, growthExponent, round, startBenchEnv, type BenchEnv } from './support';
 import { baseVectors, vectorRecords, type BaseVectors } from './vectors';
 
 const SIZES = (process.env.BENCH_CONSOLIDATION_SIZES ?? '25000,250000').split(',').map(Number);
@@ -199,7 +199,7 @@ async function runAt(size: number) {
     const bases = await baseVectors(env, 'consolidation');
     const t1 = performance.now();
     const { unembedded } = await load(env, agentId, model, bases, asOf);
-    await analyseLoadedStore(env);
+    await vacuumLoadedStore(env);
     console.error(
       `[consolidation] ${size}: loaded in ${round((performance.now() - t1) / 1000, 1)} s; ` +
         `${unembedded} writes left unembedded by their workflow`,
