@@ -21,7 +21,7 @@ import { mongoNight } from '../../store/nightStore';
 import { evictEntry, rehydrateEntry, spillEntries, supersedeEntry } from '../../store/nightly';
 import type { RunContext } from '../../store/ledger';
 import { restoreEntry } from '../../store/restore';
-import { failOnce, interleaveOnce } from '../support/faults';
+import { failOnce, interleaveOnce, observed } from '../support/faults';
 import { spillStep } from '../support/reclaimSteps';
 
 const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
@@ -118,17 +118,9 @@ describe('tier moves on the real store', () => {
     // Delete statements sent to hot: each is a query and a transaction at the server.
     let deletes = 0;
     const hot = store.hot;
-    store.hot = new Proxy(hot, {
-      get(target, prop, receiver) {
-        const value: unknown = Reflect.get(target, prop, receiver);
-        if (typeof value !== 'function') return value;
-        const bound = (value as (...a: unknown[]) => unknown).bind(target);
-        return (...args: unknown[]) => {
-          if (prop === 'deleteOne' || prop === 'deleteMany') deletes++;
-          if (prop === 'bulkWrite') deletes += (args[0] as object[]).filter((op) => 'deleteOne' in op).length;
-          return bound(...args);
-        };
-      },
+    store.hot = observed(hot, (method, args) => {
+      if (method === 'deleteOne' || method === 'deleteMany') deletes++;
+      if (method === 'bulkWrite') deletes += (args[0] as object[]).filter((op) => 'deleteOne' in op).length;
     });
     // Between the copy to cold and the delete, another writer changes e3 in hot.
     const changed = `${a}/e3`;

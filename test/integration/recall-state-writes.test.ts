@@ -7,7 +7,7 @@ import { insertNewEntries } from '../../store/entries';
 import type { RunContext } from '../../store/ledger';
 import { refreshHotEntries, spillEntries } from '../../store/nightly';
 import { entriesToEmbed, restateForRecall, storeVectors } from '../../store/vectors';
-import { interleaveOnce } from '../support/faults';
+import { interleaveOnce, observed } from '../support/faults';
 import { episode } from '../support/memories';
 import { useTestEnv } from '../support/env';
 import { spillStep } from '../support/reclaimSteps';
@@ -67,17 +67,8 @@ async function embeddedEntries(agentId: string): Promise<Entry[]> {
 function countingReads(store: Store) {
   const reads = { hot: 0, cold: 0, vectors: 0 };
   const counted = <C extends 'hot' | 'cold' | 'vectors'>(collection: C): Store[C] =>
-    new Proxy(store[collection], {
-      get(target, prop, receiver) {
-        const value: unknown = Reflect.get(target, prop, receiver);
-        if (typeof value !== 'function') return value;
-        const bound = (value as (...a: unknown[]) => unknown).bind(target);
-        if (prop !== 'findOne' && prop !== 'find') return bound;
-        return (...args: unknown[]) => {
-          reads[collection]++;
-          return bound(...args);
-        };
-      },
+    observed(store[collection], (method) => {
+      if (method === 'findOne' || method === 'find') reads[collection]++;
     });
   return {
     store: { ...store, hot: counted('hot'), cold: counted('cold'), vectors: counted('vectors') },

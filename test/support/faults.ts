@@ -67,3 +67,24 @@ export function interleaveOnce(
 ): () => void {
   return interceptOnce(store, tier, method, write, false, matches);
 }
+
+/**
+ * The collection, each method call shown to `observe` (its name and arguments) as it is made,
+ * then let through unchanged: for counting what a step sends to the store.
+ */
+export function observed<C extends object>(
+  collection: C,
+  observe: (method: string | symbol, args: unknown[]) => void,
+): C {
+  return new Proxy(collection, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== 'function') return value;
+      const bound = (value as (...a: unknown[]) => unknown).bind(target);
+      return (...args: unknown[]) => {
+        observe(prop, args);
+        return bound(...args);
+      };
+    },
+  });
+}
