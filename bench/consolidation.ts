@@ -40,7 +40,7 @@ import { consolidateAgentWorkflowId, consolidationRunId } from '../core/ids';
 import { SimStore, simPolicy } from '../sim/model';
 import { seedScenario } from '../sim/scenario';
 import { Workload } from '../sim/workload';
-import { vacuumLoadedStore, emit, growthExponent, round, startBenchEnv, type BenchEnv } from './support';
+import { emit, growthExponent, round, startBenchEnv, vacuumLoadedStore, type BenchEnv } from './support';
 import { baseVectors, vectorRecords, type BaseVectors } from './vectors';
 
 const SIZES = (process.env.BENCH_CONSOLIDATION_SIZES ?? '25000,250000').split(',').map(Number);

@@ -86,9 +86,9 @@ export function agentTiers(store: Store, agentId: string): BatchTierOps<Entry> {
         docs.map((d) => d._id),
       );
     },
-    // A statement deletes many: the server finds them by `_id` (store/byIds.ts) and deletes
-    // each only while it is at the version given, in one transaction, where a statement a
-    // document costs a query and a transaction each.
+    // Many to a statement: FerretDB runs each statement as a query and a transaction, so one
+    // per document cost both per document. The server finds them by `_id` (store/byIds.ts) and
+    // deletes each only while it is at the version given.
     async removeVersions(tier, keys) {
       const statements: { id: string; version: number }[][] = [];
       for (let i = 0; i < keys.length; i += DELETES_PER_STATEMENT) {
