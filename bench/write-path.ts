@@ -10,13 +10,20 @@
  * one run: with the embeddings endpoint (the agent's workflow embeds what it acknowledged,
  * after the acknowledgement) and without one (`withoutEmbeddings`), side by side. Each durable
  * run reports the CPU each server of the local stack spent per entry, to show which one the
- * write path's ceiling is.
+ * write path's ceiling is; the idle single writes, where one acknowledgement's time goes
+ * (`idleAckBreakdownMs`).
  */
 import { availableParallelism } from 'node:os';
-import { buildEntry, memoryPolicy } from '../core/entry';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createPolicyActivities } from '../activities/policy';
+import { createWriteActivities } from '../activities/write';
+import { sealWrite } from '../codec/sealedEntry';
+import { buildEntry, memoryPolicy, parseWriteRequest } from '../core/entry';
 import { entryId } from '../core/ids';
+import { writeLimitsOf } from '../core/policy';
 import { indexedEntry } from '../store/entries';
 import { hotAwaitingEmbedding } from '../store/vectors';
+import { agentMemoryWorkflowId } from '../workflows/agentMemory';
 import {
   cpuSpentPer,
   cpuUsed,
@@ -87,7 +94,69 @@ async function durableArm(env: BenchEnv, agents: readonly string[]) {
     );
   }
   const idle = await singleWrites(env, agents[0]!, 1);
-  return { written, durable, idle, whileEmbedding };
+  return { written, durable, idle, whileEmbedding, idleBreakdown: await ackBreakdown(env, agents[0]!) };
+}
+
+const sortedMs = (xs: number[]) => [...xs].sort((x, y) => x - y);
+
+/**
+ * Where an idle single write's acknowledgement goes, part by part: the client sealing it
+ * (its content key stored), the server handing the workflow task to the worker, the worker's
+ * workflow task (the Update's activations and the persisting local activity), and that
+ * activity run alone on the same store. The workflow task's parts are the server's own times
+ * from the agent's history, of the last idle writes' tasks; what the parts leave of the
+ * acknowledgement is the server's (admitting the Update, writing its history) and the trips
+ * between the three processes.
+ */
+async function ackBreakdown(env: BenchEnv, agentId: string) {
+  const history = await env.client.temporal.workflow.getHandle(agentMemoryWorkflowId(agentId)).fetchHistory();
+  const at = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
+    Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
+  const scheduleToStart: number[] = [];
+  const startToComplete: number[] = [];
+  let scheduled = 0;
+  let started = 0;
+  let completed: number | undefined;
+  for (const e of history.events ?? []) {
+    if (e.workflowTaskScheduledEventAttributes) scheduled = at(e.eventTime);
+    if (e.workflowTaskStartedEventAttributes) started = at(e.eventTime);
+    if (e.workflowTaskCompletedEventAttributes) completed = at(e.eventTime);
+    // A task that completed a write's Update: the one an idle write waits for.
+    if (e.workflowExecutionUpdateCompletedEventAttributes && completed !== undefined) {
+      scheduleToStart.push(started - scheduled);
+      startToComplete.push(completed - started);
+      completed = undefined;
+    }
+  }
+  const last = (xs: number[]) => sortedMs(xs.slice(-SEQUENTIAL));
+  const store = env.client.store;
+  const persist = createWriteActivities(store).persistWrites;
+  const policy = await createPolicyActivities(store).currentPolicy();
+  const activity = new MockActivityEnvironment();
+  const alone = `${agentId}-alone`;
+  const seal: number[] = [];
+  const persistAlone: number[] = [];
+  for (let i = 0; i < SEQUENTIAL; i++) {
+    // As the client builds a write of one entry (its defaults filled, `writtenAt` fixed).
+    const { entries } = parseWriteRequest(
+      { agentId: alone, entries: [{ text: text(0, 300_000 + i) }] },
+      writeLimitsOf(policy),
+      Date.now(),
+    );
+    for (const e of entries) e.writtenAt ??= Date.now();
+    const s = performance.now();
+    const sealed = await sealWrite(store, alone, entries);
+    seal.push(performance.now() - s);
+    const p = performance.now();
+    await activity.run(persist, [sealed], policy);
+    persistAlone.push(performance.now() - p);
+  }
+  return {
+    seal: latencyOf(sortedMs(seal)),
+    workflowTaskScheduleToStart: latencyOf(last(scheduleToStart)),
+    workflowTaskStartToComplete: latencyOf(last(startToComplete)),
+    persistAlone: latencyOf(sortedMs(persistAlone)),
+  };
 }
 
 async function singleWrites(env: BenchEnv, agentId: string, pass: number): Promise<number[]> {
@@ -123,6 +192,7 @@ function report(arm: Awaited<ReturnType<typeof durableArm>>, directRate: number)
       ),
     })),
     singleEntryIdleAckLatencyMs: latencyOf(arm.idle),
+    idleAckBreakdownMs: arm.idleBreakdown,
     ...(arm.whileEmbedding && { singleEntryAckLatencyWhileEmbeddingMs: latencyOf(arm.whileEmbedding) }),
   };
 }
