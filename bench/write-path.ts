@@ -109,7 +109,17 @@ const sortedMs = (xs: number[]) => [...xs].sort((x, y) => x - y);
  * between the three processes.
  */
 async function ackBreakdown(env: BenchEnv, agentId: string) {
-  const history = await env.client.temporal.workflow.getHandle(agentMemoryWorkflowId(agentId)).fetchHistory();
+  // Every run of the agent's workflow, oldest first: it may have continued as new meanwhile.
+  const workflowId = agentMemoryWorkflowId(agentId);
+  const runs: { runId: string; startTime: Date }[] = [];
+  for await (const run of env.client.temporal.workflow.list({ query: `WorkflowId = '${workflowId}'` }))
+    runs.push(run);
+  runs.sort((a, b) => a.startTime.getTime() - b.startTime.getTime());
+  const events = [];
+  for (const { runId } of runs)
+    events.push(
+      ...((await env.client.temporal.workflow.getHandle(workflowId, runId).fetchHistory()).events ?? []),
+    );
   const at = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
     Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
   const scheduleToStart: number[] = [];
@@ -117,7 +127,7 @@ async function ackBreakdown(env: BenchEnv, agentId: string) {
   let scheduled = 0;
   let started = 0;
   let completed: number | undefined;
-  for (const e of history.events ?? []) {
+  for (const e of events) {
     if (e.workflowTaskScheduledEventAttributes) scheduled = at(e.eventTime);
     if (e.workflowTaskStartedEventAttributes) started = at(e.eventTime);
     if (e.workflowTaskCompletedEventAttributes) completed = at(e.eventTime);
