@@ -1,5 +1,8 @@
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
+/** The state /proc/net/tcp gives a listening socket. */
+const LISTEN = '0A';
+
 /**
  * The TCP ports a process listens on, from /proc: the inodes of its sockets matched against
  * the listening sockets of its network namespace. For a server started on port 0, whose port
@@ -23,7 +26,6 @@ export function listeningPorts(pid: number): number[] {
     for (const line of lines) {
       // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
       const fields = line.trim().split(/\s+/);
-      const LISTEN = '0A';
       if (fields[3] === LISTEN && inodes.has(fields[9]!)) ports.push(parseInt(fields[1]!.split(':')[1]!, 16));
     }
   }
