@@ -48,8 +48,11 @@ const TIER_OF = [undefined, 'hot', 'cold'] as const;
 interface Held {
   index: Index;
   dimensions: number;
-  labelOf: Map<string, number>;
+  /** Each held id's label: built at its first use (`labelMap`), not at open. */
+  labelOf?: Map<string, number>;
   ids: (string | null)[];
+  /** Ids held: the labels whose id is not null. */
+  live: number;
   tier: Uint8Array;
   active: Uint8Array;
   dormantAt: Float64Array;
@@ -95,6 +98,7 @@ function blank(dimensions: number, index: Index, labels = 0): Held {
     dimensions,
     labelOf: new Map(),
     ids: [],
+    live: 0,
     tier: new Uint8Array(capacity),
     active: new Uint8Array(capacity),
     dormantAt: new Float64Array(capacity),
@@ -111,6 +115,22 @@ function blank(dimensions: number, index: Index, labels = 0): Held {
     random,
     generation: 0,
   };
+}
+
+/**
+ * Each held id's label. An opened index builds it at its first change rather than at open:
+ * half a million ids take about a third of a second to map, which a process that opens an
+ * index to answer one search never needs (the search goes from label to id).
+ */
+function labelMap(h: Held): Map<string, number> {
+  if (!h.labelOf) {
+    const labelOf = new Map<string, number>();
+    h.ids.forEach((id, label) => {
+      if (id !== null) labelOf.set(id, label);
+    });
+    h.labelOf = labelOf;
+  }
+  return h.labelOf;
 }
 
 function heldIndex(key: string): Held {
@@ -198,8 +218,9 @@ function scrubFreedSlot(h: Held): void {
 function removeLabel(h: Held, id: string, label: number): void {
   h.index.remove(BigInt(label));
   scrubFreedSlot(h);
-  h.labelOf.delete(id);
+  labelMap(h).delete(id);
   h.ids[label] = null;
+  h.live--;
   const at = h.sample.findIndex((s) => s.label === label);
   if (at >= 0) h.sample.splice(at, 1);
 }
@@ -218,9 +239,10 @@ function sampleAdd(h: Held, label: number, vector: Float32Array): void {
 const SAMPLE_CAPACITY = 256;
 
 function apply(h: Held, req: Extract<EngineRequest, { op: 'apply' }>): Applied {
+  const labelOf = labelMap(h);
   let removed = false;
   for (const id of req.removals) {
-    const label = h.labelOf.get(id);
+    const label = labelOf.get(id);
     if (label === undefined) continue;
     removeLabel(h, id, label);
     removed = true;
@@ -228,7 +250,7 @@ function apply(h: Held, req: Extract<EngineRequest, { op: 'apply' }>): Applied {
   const fresh: { label: number; at: number }[] = [];
   req.upserts.forEach(({ id, state }, i) => {
     const vector = req.vectors.subarray(i * h.dimensions, (i + 1) * h.dimensions);
-    const label = h.labelOf.get(id);
+    const label = labelOf.get(id);
     if (label !== undefined && sameVector(h, label, vector)) {
       // Its state changed, not its vector.
     } else if (label !== undefined) {
@@ -242,7 +264,8 @@ function apply(h: Held, req: Extract<EngineRequest, { op: 'apply' }>): Applied {
     } else {
       const next = h.ids.length;
       h.ids.push(id);
-      h.labelOf.set(id, next);
+      labelOf.set(id, next);
+      h.live++;
       setDigest(h, next, vector);
       const scrub = h.scrubs.pop();
       if (scrub !== undefined) {
@@ -251,7 +274,7 @@ function apply(h: Held, req: Extract<EngineRequest, { op: 'apply' }>): Applied {
       } else fresh.push({ label: next, at: i });
       sampleAdd(h, next, vector);
     }
-    setState(h, h.labelOf.get(id)!, state);
+    setState(h, labelOf.get(id)!, state);
   });
   if (fresh.length) {
     const keys = BigUint64Array.from(fresh, (f) => BigInt(f.label));
@@ -263,7 +286,7 @@ function apply(h: Held, req: Extract<EngineRequest, { op: 'apply' }>): Applied {
     h.index.add(keys, matrix, 0);
   }
   if (removed && h.persisted) unlinkPersisted(h.persisted);
-  return { size: h.labelOf.size, removed };
+  return { size: h.live, removed };
 }
 
 function cosine(a: Float32Array, b: Float32Array): number {
@@ -284,7 +307,7 @@ function search(h: Held, req: Extract<EngineRequest, { op: 'search' }>): Found {
   const filter = req.defaultRecallAt;
   let rejected = 0;
   let neighbours: Found['neighbours'] = [];
-  if (k > 0 && h.labelOf.size > 0) {
+  if (k > 0 && h.live > 0) {
     // Scrubs rank too; with a filter, ask for more than k from the start, then for as many as
     // the share that passed says k needs (with a margin), so that a filter that rejects most
     // of an agent (a long-lived agent's entries are mostly dormant or cold) costs two searches,
@@ -398,9 +421,8 @@ function open(key: string, dimensions: number, at: PersistedAt): Opened | null {
   h.digestB.set(read(buf, offset, 4 * labels, (b) => new Uint32Array(b)));
   offset += 4 * labels;
   h.ids = ids;
-  ids.forEach((id, label) => {
-    if (id !== null) h.labelOf.set(id, label);
-  });
+  h.labelOf = undefined;
+  h.live = ids.reduce((n, id) => (id === null ? n : n + 1), 0);
   h.scrubs = header.scrubs.map(BigInt);
   h.nextScrub = BigInt(header.nextScrub);
   h.sample = header.sampleLabels.map((label) => {
@@ -411,13 +433,13 @@ function open(key: string, dimensions: number, at: PersistedAt): Opened | null {
   h.sampled = header.sampled;
   h.generation = header.generation;
   h.persisted = at;
-  if (Number(index.size()) !== h.labelOf.size + h.scrubs.length) {
+  if (Number(index.size()) !== h.live + h.scrubs.length) {
     // Not the index its state describes: it is rebuilt from the store.
     unlinkPersisted(at);
     return null;
   }
   held.set(key, h);
-  return { size: h.labelOf.size, meta: header.meta };
+  return { size: h.live, meta: header.meta };
 }
 
 function handle(req: EngineRequest): unknown {

@@ -108,6 +108,45 @@ describe('the vector engine thread', () => {
     expect(after.neighbours.every((n) => Number(n.id.slice(1)) % 2 === 0)).toBe(true);
   });
 
+  it('takes changes once opened as the index it was saved from does', async () => {
+    const vectors = new Map(
+      Array.from({ length: 120 }, (_, i) => [`e${i}`, { vector: marker(2000 + i), state: hot() }]),
+    );
+    const key = await indexOf(vectors);
+    const at = { base: join(dir, 'changed-after-open') };
+    await engine.request({ op: 'save', key, at, meta: null });
+    await engine.request({ op: 'open', key: 'opened-then-changed', dimensions: DIMS, at });
+    // The same changes to both: a removal, a new vector, a changed one, a state alone.
+    const change = {
+      upserts: [
+        { id: 'new', state: hot() },
+        { id: 'e5', state: hot() },
+        { id: 'e9', state: hot({ tier: 'cold' }) },
+      ],
+      vectors: Float32Array.from([...marker(7000), ...marker(7001), ...vectors.get('e9')!.vector]),
+      removals: ['e2'],
+    };
+    for (const k of [key, 'opened-then-changed'])
+      expect(
+        await engine.request({ op: 'apply', key: k, ...change, vectors: change.vectors.slice() }),
+      ).toEqual({
+        size: 120,
+        removed: true,
+      });
+    for (const query of [marker(7000), marker(7001), vectors.get('e2')!.vector, vectors.get('e9')!.vector]) {
+      const opened = await search('opened-then-changed', query, 5, 0);
+      expect(opened.neighbours).toEqual((await search(key, query, 5, 0)).neighbours);
+    }
+    const ids = (await search('opened-then-changed', vectors.get('e2')!.vector, 120)).neighbours.map(
+      (n) => n.id,
+    );
+    expect(ids).toContain('new');
+    expect(ids).not.toContain('e2');
+    expect((await search('opened-then-changed', vectors.get('e9')!.vector, 1, 0)).neighbours[0]!.id).not.toBe(
+      'e9',
+    );
+  });
+
   it('leaves no removed vector on disk: not in what it had saved, nor in any later save', async () => {
     const vectors = new Map(Array.from({ length: 200 }, (_, i) => [`e${i}`, { vector: marker(1000 + i) }]));
     const key = await indexOf(vectors);
