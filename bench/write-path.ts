@@ -97,8 +97,6 @@ async function durableArm(env: BenchEnv, agents: readonly string[]) {
   return { written, durable, idle, whileEmbedding, idleBreakdown: await ackBreakdown(env, agents[0]!) };
 }
 
-const sortedMs = (xs: number[]) => [...xs].sort((x, y) => x - y);
-
 /**
  * Where an idle single write's acknowledgement goes, part by part: the client sealing it
  * (its content key stored), the server handing the workflow task to the worker, the worker's
@@ -120,6 +118,7 @@ async function ackBreakdown(env: BenchEnv, agentId: string) {
     events.push(
       ...((await env.client.temporal.workflow.getHandle(workflowId, runId).fetchHistory()).events ?? []),
     );
+  // Not the SDK's tsToMs, which floors to whole milliseconds: these parts are about one.
   const at = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
     Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
   const scheduleToStart: number[] = [];
@@ -138,7 +137,6 @@ async function ackBreakdown(env: BenchEnv, agentId: string) {
       completed = undefined;
     }
   }
-  const last = (xs: number[]) => sortedMs(xs.slice(-SEQUENTIAL));
   const store = env.client.store;
   const persist = createWriteActivities(store).persistWrites;
   const policy = await createPolicyActivities(store).currentPolicy();
@@ -162,10 +160,11 @@ async function ackBreakdown(env: BenchEnv, agentId: string) {
     persistAlone.push(performance.now() - p);
   }
   return {
-    seal: latencyOf(sortedMs(seal)),
-    workflowTaskScheduleToStart: latencyOf(last(scheduleToStart)),
-    workflowTaskStartToComplete: latencyOf(last(startToComplete)),
-    persistAlone: latencyOf(sortedMs(persistAlone)),
+    seal: latencyOf(seal),
+    // The last idle writes' tasks.
+    workflowTaskScheduleToStart: latencyOf(scheduleToStart.slice(-SEQUENTIAL)),
+    workflowTaskStartToComplete: latencyOf(startToComplete.slice(-SEQUENTIAL)),
+    persistAlone: latencyOf(persistAlone),
   };
 }
 
@@ -176,14 +175,13 @@ async function singleWrites(env: BenchEnv, agentId: string, pass: number): Promi
     await env.client.write({ agentId, entries: [{ text: text(0, 100_000 * (pass + 1) + i) }] });
     latencies.push(performance.now() - s);
   }
-  return latencies.sort((x, y) => x - y);
+  return latencies;
 }
 
-const latencyOf = (sorted: number[]) => ({
-  n: sorted.length,
-  p50: round(percentile(sorted, 50)),
-  p99: round(percentile(sorted, 99)),
-});
+function latencyOf(samples: readonly number[]) {
+  const sorted = [...samples].sort((x, y) => x - y);
+  return { n: sorted.length, p50: round(percentile(sorted, 50)), p99: round(percentile(sorted, 99)) };
+}
 
 function report(arm: Awaited<ReturnType<typeof durableArm>>, directRate: number) {
   return {

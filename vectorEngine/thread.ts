@@ -48,7 +48,7 @@ const TIER_OF = [undefined, 'hot', 'cold'] as const;
 interface Held {
   index: Index;
   dimensions: number;
-  /** Each held id's label: built at its first use (`labelMap`), not at open. */
+  /** Each held id's label: built at its first use (`labelMap`), so not at open. */
   labelOf?: Map<string, number>;
   ids: (string | null)[];
   /** Ids held: the labels whose id is not null. */
@@ -96,7 +96,6 @@ function blank(dimensions: number, index: Index, labels = 0): Held {
   return {
     index,
     dimensions,
-    labelOf: new Map(),
     ids: [],
     live: 0,
     tier: new Uint8Array(capacity),
@@ -421,7 +420,6 @@ function open(key: string, dimensions: number, at: PersistedAt): Opened | null {
   h.digestB.set(read(buf, offset, 4 * labels, (b) => new Uint32Array(b)));
   offset += 4 * labels;
   h.ids = ids;
-  h.labelOf = undefined;
   h.live = ids.reduce((n, id) => (id === null ? n : n + 1), 0);
   h.scrubs = header.scrubs.map(BigInt);
   h.nextScrub = BigInt(header.nextScrub);
