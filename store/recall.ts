@@ -403,7 +403,9 @@ async function recallNow(
         query.vector,
         semanticDepth(req.k),
         // Default recall's filter is applied inside the search; deep recall takes every tier.
-        { ...(req.deep ? {} : { defaultRecallAt: now }), since: query.since },
+        // The depth past k gives lexical candidates their semantic share: not worth a wider
+        // search once k neighbours pass the filter.
+        { ...(req.deep ? {} : { defaultRecallAt: now, enough: req.k }), since: query.since },
       );
       if (!found.available) return { unavailable: found.reason };
       return semanticArm(store, req, now, query, found, policy.halfLifeMs, !lexicalRead);

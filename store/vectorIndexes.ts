@@ -370,7 +370,8 @@ export class VectorIndexes {
   /**
    * The `k` nearest of the agent's vectors of `model` at the query's dimensions to `query`
    * (unit length). With `defaultRecallAt`, only those default recall takes at that time
-   * (core/recall.ts, stateInDefaultRecall), judged inside the search. With `untilLoaded` (a
+   * (core/recall.ts, stateInDefaultRecall), judged inside the search, which widens for the
+   * rest of `k` only while fewer than `enough` passed. With `untilLoaded` (a
    * caller no one waits for: the night), the search waits for the load and the catch-up
    * however long they take, not `loadWaitMs`.
    */
@@ -379,7 +380,7 @@ export class VectorIndexes {
     model: string,
     query: Float32Array,
     k: number,
-    opts: { defaultRecallAt?: number; since?: number; untilLoaded?: true } = {},
+    opts: { defaultRecallAt?: number; enough?: number; since?: number; untilLoaded?: true } = {},
   ): Promise<SemanticSearch> {
     const space: EmbeddingSpace = { model, dimensions: query.length };
     const key = indexKey(agentId, space);
@@ -416,6 +417,7 @@ export class VectorIndexes {
       query: query.slice(),
       k,
       ...(opts.defaultRecallAt === undefined ? {} : { defaultRecallAt: opts.defaultRecallAt }),
+      ...(opts.enough === undefined ? {} : { enough: opts.enough }),
       sample: BACKGROUND_SAMPLE,
     });
     return {

@@ -45,6 +45,11 @@ export type EngineRequest =
       k: number;
       /** Default recall's filter at this time (core/recall.ts, stateInDefaultRecall); none for deep. */
       defaultRecallAt?: number;
+      /**
+       * With the filter: once this many of a search's neighbours pass, the index is not
+       * searched again, wider, for the rest of `k`; unset, `k`.
+       */
+      enough?: number;
       /** How many of the index's vectors to measure the query against (core/hybrid.ts, Background). */
       sample: number;
     }

@@ -310,8 +310,10 @@ function search(h: Held, req: Extract<EngineRequest, { op: 'search' }>): Found {
     // Scrubs rank too; with a filter, ask for more than k from the start, then for as many as
     // the share that passed says k needs (with a margin), so that a filter that rejects most
     // of an agent (a long-lived agent's entries are mostly dormant or cold) costs two searches,
-    // not a search per quadrupling.
+    // not a search per doubling. A wider search costs about what it asks for, so it asks for
+    // what `enough` needs, and none is made once `enough` passed.
     let wanted = filter === undefined ? k + h.scrubs.length : Math.max(2 * k, 32);
+    const enough = Math.min(k, req.enough ?? k);
     for (;;) {
       const asked = Math.min(wanted, total, MAX_FETCH);
       const found = h.index.search(req.query, asked, 1);
@@ -333,8 +335,8 @@ function search(h: Held, req: Extract<EngineRequest, { op: 'search' }>): Found {
         }
         neighbours.push(n);
       }
-      if (neighbours.length >= k || asked >= total || asked >= MAX_FETCH) break;
-      wanted = Math.max(4 * asked, Math.ceil((1.5 * k * asked) / Math.max(neighbours.length, 1)));
+      if (neighbours.length >= enough || asked >= total || asked >= MAX_FETCH) break;
+      wanted = Math.max(2 * asked, Math.ceil((1.5 * enough * asked) / Math.max(neighbours.length, 1)));
     }
   }
   const background = h.sample.slice(0, req.sample).map((s) => cosine(req.query, s.vector));

@@ -89,6 +89,42 @@ describe('the vector engine thread', () => {
     expect((await search(key, query, 3, 5_500)).neighbours.map((n) => n.id)).toContain('expired');
   });
 
+  it('searches again for more than the filter passed only while fewer than `enough` did', async () => {
+    const query = marker(2);
+    // A cluster near the query, most of it cold (the three nearest pass), and far passing
+    // entries beyond it.
+    const near = (i: number, by: number) => Float32Array.from(marker(500 + i), (x, d) => query[d]! + by * x);
+    const entry = (vector: Float32Array, state: RecallState) => ({ vector, state });
+    const vectors = new Map([
+      ...Array.from({ length: 3 }, (_, i) => [`near${i}`, entry(near(i, 0.05), hot())] as const),
+      ...Array.from(
+        { length: 60 },
+        (_, i) => [`cold${i}`, entry(near(10 + i, 0.2), hot({ tier: 'cold' }))] as const,
+      ),
+      ...Array.from({ length: 300 }, (_, i) => [`far${i}`, entry(marker(1000 + i), hot())] as const),
+    ]);
+    const key = await indexOf(vectors);
+    const ids = async (enough?: number) =>
+      (
+        await engine.request({
+          op: 'search',
+          key,
+          query: query.slice(),
+          k: 20,
+          defaultRecallAt: 7_000,
+          sample: 256,
+          ...(enough === undefined ? {} : { enough }),
+        })
+      ).neighbours.map((n) => n.id);
+    // Without `enough`, it widens until k pass: the three near ones, then far ones.
+    const all = await ids();
+    expect(all).toHaveLength(20);
+    expect(all.slice(0, 3).sort()).toEqual(['near0', 'near1', 'near2']);
+    // Three of its first 40 pass: enough for 3, so no wider search; not for 4.
+    expect((await ids(3)).sort()).toEqual(['near0', 'near1', 'near2']);
+    expect(await ids(4)).toEqual(all);
+  });
+
   it('keeps what it persisted, and opens it again with the same answers and states', async () => {
     const vectors = new Map(
       Array.from({ length: 300 }, (_, i) => [
