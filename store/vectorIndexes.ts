@@ -8,6 +8,7 @@ import type { Neighbour, PersistedAt } from '../vectorEngine/protocol';
 import type { Store, VectorRecord } from './db';
 import { FeedReader, type FeedPosition } from './vectorFeed';
 import { agentVectors, countVectors, decodeVector, inSpace, onVectorsCleared } from './vectors';
+import { saveNowOrWait } from '../core/indexSaves';
 import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
 
 export type { Neighbour };
@@ -21,10 +22,10 @@ export type { Neighbour };
  * the only copy of anything.
  *
  * Persisted (when the process is given a directory): an index is saved with the feed
- * position it reflects, once loaded and then at most every `SAVE_DELAY_MS` while it changes,
- * and a process that starts opens it and reads only the changes since, instead of every
- * vector of the agent. A removal deletes what was persisted at once (vectorEngine/thread.ts,
- * Erasure); the next save has none of it.
+ * position it reflects, once loaded and then, while it changes, `SAVE_DELAY_MS` after a change
+ * at a pause in the process's searches (core/indexSaves.ts); a process that starts opens it
+ * and reads only the changes since, instead of every vector of the agent. A removal deletes
+ * what was persisted at once (vectorEngine/thread.ts, Erasure); the next save has none of it.
  *
  * Memory is bounded by one budget per process (VectorBudget), over every VectorIndexes in
  * it (a `memgate start` process has one, which its worker shares) and every load in flight,
@@ -624,12 +625,28 @@ export class VectorIndexes {
     if (l.persisted) this.scheduleSave(l);
   }
 
+  /**
+   * A save `saveDelayMs` after a change, at a pause in the process's searches: it holds the
+   * engine's thread, which every index of the process shares (core/indexSaves.ts).
+   */
   private scheduleSave(l: Loaded): void {
     if (l.saveTimer) return;
-    l.saveTimer = setTimeout(() => {
-      void this.save(l).catch(() => undefined);
-    }, this.limits.saveDelayMs ?? SAVE_DELAY_MS);
-    l.saveTimer.unref();
+    const delay = this.limits.saveDelayMs ?? SAVE_DELAY_MS;
+    const dueAt = performance.now() + delay;
+    const attempt = (wait: number) => {
+      l.saveTimer = setTimeout(() => {
+        const { lastSearchAt } = this.engine;
+        const answer = saveNowOrWait({
+          dueAt,
+          now: performance.now(),
+          ...(lastSearchAt === undefined ? {} : { lastSearchAt }),
+        });
+        if (answer === 'save') void this.save(l).catch(() => undefined);
+        else attempt(answer);
+      }, wait);
+      l.saveTimer.unref();
+    };
+    attempt(delay);
   }
 
   /**

@@ -14,6 +14,8 @@ export class VectorEngine {
   private readonly waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private nextId = 0;
   private failed: Error | undefined;
+  /** When a search was last asked (`performance.now()`): a save waits for a pause (core/indexSaves.ts). */
+  lastSearchAt: number | undefined;
 
   private constructor() {
     // From the sources (tests, a process run by tsx) the thread is TypeScript too.
@@ -51,6 +53,7 @@ export class VectorEngine {
     req: Extract<EngineRequest, { op: Op }>,
   ): Promise<EngineReplies[Op]> {
     if (this.failed) return Promise.reject(this.failed);
+    if (req.op === 'search') this.lastSearchAt = performance.now();
     const id = this.nextId++;
     const transfer = Object.values(req).flatMap((v) =>
       v instanceof Float32Array && v.byteOffset === 0 && v.byteLength === v.buffer.byteLength
