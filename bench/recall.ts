@@ -25,7 +25,8 @@
  * (`monitorEventLoopDelay`) while it loads and while BENCH_RECALL_GROW more entries land and
  * are read in, and a fresh `memgate recall` process's time from its start to its answer, once
  * right after the growth (the changes since the persisted index read from the feed) and once
- * the serving process has saved it (`SAVE_DELAY_MS`).
+ * the serving process has saved it (`SAVE_DELAY_MS` after a change, at a pause in its
+ * searches: core/indexSaves.ts).
  *
  * Prints {"sizes":[{"entries","p50Ms","p99Ms","deepP99Ms","candidatesPerQuery","hybrid":{...}}],
  * "growthExponent","hybridGrowthExponent"}, the exponents being the log-log slopes of default
@@ -43,6 +44,7 @@ import { promisify } from 'node:util';
 import { MemgateClient } from '../client/client';
 import type { RecallResult } from '../store/recall';
 import { SAVE_DELAY_MS } from '../store/vectorIndexes';
+import { SAVE_QUIET_MS } from '../core/indexSaves';
 import { emit, growthExponent, percentile, round, startBenchEnv } from './support';
 import { baseVectors, prng, vectorRecords } from './vectors';
 
@@ -237,16 +239,17 @@ async function main() {
       await load(GROW);
       await env.client.recall({ agentId, query: meaningQuery(1), k: 10 });
       const growDelay = whileGrowing.stop();
+      // A process that starts now opens the index the load persisted and reads the GROW
+      // changes since from the feed: this one saves them only SAVE_DELAY_MS after.
+      const behind = await firstAnswerInFreshProcess(meaningQuery(2));
       await measure(env.client, false, true);
       const hybrid = await measure(env.client, false, true);
       const hybridDeep = await measure(env.client, true, true);
       // The same queries, lexical only: what the semantic part adds to them.
       const lexicalSame = await measure(lexical, false, true);
-      // A process that starts now opens the index the load persisted and reads the GROW
-      // changes since from the feed; one that starts once this process has saved them
-      // (SAVE_DELAY_MS after a change) opens it current.
-      const behind = await firstAnswerInFreshProcess(meaningQuery(2));
-      await new Promise((r) => setTimeout(r, SAVE_DELAY_MS + 5_000));
+      // One that starts once the index is saved current (SAVE_DELAY_MS after a change, at a
+      // pause in the searches) opens it current.
+      await new Promise((r) => setTimeout(r, SAVE_DELAY_MS + SAVE_QUIET_MS + 5_000));
       const current = await firstAnswerInFreshProcess(meaningQuery(3));
       sizes.push({
         entries: size,
