@@ -71,6 +71,12 @@ interface Held {
   random: () => number;
   generation: number;
   persisted?: PersistedAt;
+  /**
+   * The file an opened index is memory-mapped from (usearch `view`), until its first change
+   * loads it (`writable`): a view opens in tens of milliseconds where a load of 510,000
+   * vectors takes 0.5–0.8 s, and searches it as fast once its pages are read.
+   */
+  viewing?: string;
 }
 
 const held = new Map<string, Held>();
@@ -237,7 +243,32 @@ function sampleAdd(h: Held, label: number, vector: Float32Array): void {
 /** Vectors a sample keeps (core/hybrid.ts asks for BACKGROUND_SAMPLE: no more is needed). */
 const SAMPLE_CAPACITY = 256;
 
+/**
+ * A viewed index is read-only: it is loaded before its first change. From its file, or,
+ * when that file was replaced since (a process that shares the directory saved), from a copy
+ * of the view itself.
+ */
+function writable(h: Held): void {
+  const from = h.viewing;
+  if (from === undefined) return;
+  const index = newIndex(h.dimensions);
+  try {
+    index.load(from);
+  } catch {
+    const copy = `${from}.${process.pid}.copy`;
+    h.index.save(copy);
+    try {
+      index.load(copy);
+    } finally {
+      rmSync(copy, { force: true });
+    }
+  }
+  h.index = index;
+  h.viewing = undefined;
+}
+
 function apply(h: Held, req: Extract<EngineRequest, { op: 'apply' }>): Applied {
+  writable(h);
   const labelOf = labelMap(h);
   let removed = false;
   for (const id of req.removals) {
@@ -351,6 +382,9 @@ function save(h: Held, at: PersistedAt, meta: unknown): { bytes: number } {
   const file = indexFile(at, generation);
   h.index.save(`${file}.tmp`);
   renameSync(`${file}.tmp`, file);
+  // A view's later load reads the file just written, of the same vectors: the one it maps is
+  // deleted below (the mapping keeps it readable).
+  if (h.viewing !== undefined) h.viewing = file;
   const labels = h.ids.length;
   const header: StateHeader = {
     version: STATE_VERSION,
@@ -401,7 +435,8 @@ function open(key: string, dimensions: number, at: PersistedAt): Opened | null {
   const { header, ids, end } = readState(buf);
   if (header.version !== STATE_VERSION || header.dimensions !== dimensions) return null;
   const index = newIndex(dimensions);
-  index.load(indexFile(at, header.generation));
+  const file = indexFile(at, header.generation);
+  index.view(file);
   const labels = header.labels;
   const h = blank(dimensions, index, labels);
   let offset = end;
@@ -433,6 +468,7 @@ function open(key: string, dimensions: number, at: PersistedAt): Opened | null {
   h.sampled = header.sampled;
   h.generation = header.generation;
   h.persisted = at;
+  h.viewing = file;
   if (Number(index.size()) !== h.live + h.scrubs.length) {
     // Not the index its state describes: it is rebuilt from the store.
     unlinkPersisted(at);

@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -144,14 +144,24 @@ describe('the vector engine thread', () => {
     expect(after.neighbours.every((n) => Number(n.id.slice(1)) % 2 === 0)).toBe(true);
   });
 
-  it('takes changes once opened as the index it was saved from does', async () => {
+  // An opened index is memory-mapped until its first change: it is loaded from its file then,
+  // or from the mapping when the file is gone (replaced by a process sharing the directory).
+  it.each([
+    ['its file still there', false],
+    ['its file gone', true],
+  ])('takes changes once opened as the index it was saved from does (%s)', async (_, gone) => {
     const vectors = new Map(
       Array.from({ length: 120 }, (_, i) => [`e${i}`, { vector: marker(2000 + i), state: hot() }]),
     );
     const key = await indexOf(vectors);
-    const at = { base: join(dir, 'changed-after-open') };
+    const opened = `opened-then-changed-${String(gone)}`;
+    const at = { base: join(dir, opened) };
     await engine.request({ op: 'save', key, at, meta: null });
-    await engine.request({ op: 'open', key: 'opened-then-changed', dimensions: DIMS, at });
+    await engine.request({ op: 'open', key: opened, dimensions: DIMS, at });
+    if (gone) {
+      await engine.request({ op: 'unlink', at });
+      expect(readdirSync(dir).filter((f) => f.startsWith(opened))).toEqual([]);
+    }
     // The same changes to both: a removal, a new vector, a changed one, a state alone.
     const change = {
       upserts: [
@@ -162,7 +172,7 @@ describe('the vector engine thread', () => {
       vectors: Float32Array.from([...marker(7000), ...marker(7001), ...vectors.get('e9')!.vector]),
       removals: ['e2'],
     };
-    for (const k of [key, 'opened-then-changed'])
+    for (const k of [key, opened])
       expect(
         await engine.request({ op: 'apply', key: k, ...change, vectors: change.vectors.slice() }),
       ).toEqual({
@@ -170,17 +180,13 @@ describe('the vector engine thread', () => {
         removed: true,
       });
     for (const query of [marker(7000), marker(7001), vectors.get('e2')!.vector, vectors.get('e9')!.vector]) {
-      const opened = await search('opened-then-changed', query, 5, 0);
-      expect(opened.neighbours).toEqual((await search(key, query, 5, 0)).neighbours);
+      const found = await search(opened, query, 5, 0);
+      expect(found.neighbours).toEqual((await search(key, query, 5, 0)).neighbours);
     }
-    const ids = (await search('opened-then-changed', vectors.get('e2')!.vector, 120)).neighbours.map(
-      (n) => n.id,
-    );
+    const ids = (await search(opened, vectors.get('e2')!.vector, 120)).neighbours.map((n) => n.id);
     expect(ids).toContain('new');
     expect(ids).not.toContain('e2');
-    expect((await search('opened-then-changed', vectors.get('e9')!.vector, 1, 0)).neighbours[0]!.id).not.toBe(
-      'e9',
-    );
+    expect((await search(opened, vectors.get('e9')!.vector, 1, 0)).neighbours[0]!.id).not.toBe('e9');
   });
 
   it('leaves no removed vector on disk: not in what it had saved, nor in any later save', async () => {
