@@ -1,19 +1,21 @@
 /**
  * When a changed vector index is saved. A save writes the whole index and holds the engine's
- * thread meanwhile (1.4–1.8 s at 510,000 vectors in bench/recall), so a search that arrives
- * during it waits that long. A due save therefore waits for a pause in the index's searches,
- * but not past SAVE_POSTPONE_MAX_MS: an index searched without pause is still saved, so a
- * process that starts reads a bounded number of changes from the feed.
+ * thread, which every index of the process shares, meanwhile (1.4–2.0 s at 510,000 vectors
+ * in bench/recall), so a search that arrives during it waits that long. A due save therefore
+ * waits for a pause in the process's searches, but not past SAVE_POSTPONE_MAX_MS: an index
+ * saved despite searches without pause keeps what a process that starts reads from the feed
+ * bounded.
  */
 
-/** A pause in an index's searches this long lets its due save run. */
+/** A pause in the process's searches this long lets a due save run. */
 export const SAVE_QUIET_MS = 1_000;
 /** The longest a due save waits for a pause. */
 export const SAVE_POSTPONE_MAX_MS = 10 * 60_000;
 
 /**
  * Whether a due save runs now, or how long to wait before asking again. Times are of one
- * monotonic clock (`performance.now()`); `lastSearchAt` is when the index was last searched.
+ * monotonic clock (`performance.now()`); `lastSearchAt` is when the process's engine was last
+ * asked to search.
  */
 export function saveNowOrWait(s: { dueAt: number; lastSearchAt?: number; now: number }): 'save' | number {
   if (s.now - s.dueAt >= SAVE_POSTPONE_MAX_MS) return 'save';
