@@ -219,6 +219,11 @@ export async function adminClient(p: PostgresPaths, port: number): Promise<Clien
  * indexes on MongoDB and on this stack alike. Unique btrees (`_id`) stay: they enforce.
  * Only btree indexes are replaced, which also keeps the trigger from reacting to its own.
  * FerretDB's `dropIndexes` of a replaced index then fails; memgate drops no index.
+ *
+ * The twins keep no pending list (`fastupdate = off`). With one, every lookup scans the
+ * index's unmerged entries (up to 4 MB) beside the tree, and the write that fills the list
+ * waits for its merge: reads by id cost two to four times as much, updates nearly twice
+ * (docs/store.md, GIN twins without a pending list).
  */
 const GIN_TWINS = `
 CREATE OR REPLACE FUNCTION memgate_gin_twins() RETURNS event_trigger LANGUAGE plpgsql AS $fn$
@@ -236,7 +241,7 @@ BEGIN
     FOR col IN 1 .. (SELECT indnkeyatts FROM pg_index WHERE indexrelid = cmd.objid) LOOP
       expr := pg_get_indexdef(cmd.objid, col, true);
       CONTINUE WHEN expr !~ $re$^\\(?_jsonb -> '[^']+'::text\\)?$$re$;
-      EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((%s))',
+      EXECUTE format('CREATE INDEX IF NOT EXISTS %I ON %s USING gin ((%s)) WITH (fastupdate = off)',
         'gin_' || md5(tbl::text || expr), tbl, expr);
     END LOOP;
     IF NOT is_unique THEN
@@ -248,6 +253,19 @@ $fn$;
 DROP EVENT TRIGGER IF EXISTS memgate_gin_twins;
 CREATE EVENT TRIGGER memgate_gin_twins ON ddl_command_end WHEN TAG IN ('CREATE INDEX')
   EXECUTE FUNCTION memgate_gin_twins();
+-- Twins an older data directory made with a pending list: merged into the tree, and kept so.
+DO $do$
+DECLARE
+  twin regclass;
+BEGIN
+  FOR twin IN SELECT c.oid::regclass FROM pg_class c JOIN pg_am am ON am.oid = c.relam
+              WHERE am.amname = 'gin' AND c.relname LIKE 'gin\\_%'
+                AND NOT coalesce(c.reloptions @> ARRAY['fastupdate=off'], false) LOOP
+    EXECUTE format('ALTER INDEX %s SET (fastupdate = off)', twin);
+    PERFORM gin_clean_pending_list(twin);
+  END LOOP;
+END
+$do$;
 `;
 
 /**
