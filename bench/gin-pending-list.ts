@@ -13,7 +13,7 @@ import { terms } from '../core/text';
 import { INDEXES } from '../store/db';
 import { indexedEntry, termKeys } from '../store/entries';
 import { findById } from '../store/tiers';
-import { adminClient } from '../stack/postgres';
+import { adminClient, ginTwinsOf } from '../stack/postgres';
 import { postgresPaths } from '../stack/stack';
 import {
   emit,
@@ -38,18 +38,10 @@ type PendingList = 'on' | 'off';
 async function setPendingList(env: BenchEnv, collection: string, pendingList: PendingList): Promise<void> {
   const pg = await adminClient(postgresPaths(env.config), env.config.postgresPort);
   try {
-    const { rows } = await pg.query<{ name: string }>(
-      `SELECT format('%I.%I', n.nspname, c.relname) AS name
-       FROM pg_index i
-       JOIN pg_class c ON c.oid = i.indexrelid
-       JOIN pg_class t ON t.oid = i.indrelid
-       JOIN pg_namespace n ON n.oid = t.relnamespace
-       JOIN pg_am am ON am.oid = c.relam
-       WHERE am.amname = 'gin' AND n.nspname = $1 AND t.relname LIKE $2`,
-      [env.config.database, `${collection}\\_%`],
-    );
-    if (rows.length === 0) throw new Error(`no GIN twins on ${collection}: is this the local stack?`);
-    for (const { name } of rows) await pg.query(`ALTER INDEX ${name} SET (fastupdate = ${pendingList})`);
+    const twins = await ginTwinsOf(pg, env.config.database, collection);
+    if (twins.length === 0) throw new Error(`no GIN twins on ${collection}: is this the local stack?`);
+    for (const { name } of twins)
+      await pg.query(`ALTER INDEX "${env.config.database}"."${name}" SET (fastupdate = ${pendingList})`);
   } finally {
     await pg.end();
   }

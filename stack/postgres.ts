@@ -268,6 +268,26 @@ END
 $do$;
 `;
 
+/** The GIN twins of one collection of a FerretDB database (a schema, its tables `<collection>_<hash>`). */
+export async function ginTwinsOf(
+  admin: Client,
+  database: string,
+  collection: string,
+): Promise<{ name: string; options: string[] | null }[]> {
+  const { rows } = await admin.query<{ name: string; options: string[] | null }>(
+    `SELECT c.relname AS name, c.reloptions AS options
+     FROM pg_index i
+     JOIN pg_class c ON c.oid = i.indexrelid
+     JOIN pg_class t ON t.oid = i.indrelid
+     JOIN pg_namespace n ON n.oid = t.relnamespace
+     JOIN pg_am am ON am.oid = c.relam
+     WHERE am.amname = 'gin' AND n.nspname = $1 AND t.relname LIKE $2
+     ORDER BY c.relname`,
+    [database, `${collection}\\_%`],
+  );
+  return rows;
+}
+
 /**
  * FerretDB's role and database, its settings and the GIN twins; idempotent, run on every
  * start so an older data directory is brought up to date.

@@ -1,5 +1,5 @@
 import { describe, expect, inject, it } from 'vitest';
-import { adminClient, provisionPostgres } from '../../stack/postgres';
+import { adminClient, ginTwinsOf, provisionPostgres } from '../../stack/postgres';
 import { useTestEnv } from '../support/env';
 
 /**
@@ -11,26 +11,10 @@ import { useTestEnv } from '../support/env';
 const postgres = inject('postgres');
 const env = useTestEnv();
 
-interface Twin {
-  name: string;
-  options: string[] | null;
-}
-
-async function twinsOf(table: string): Promise<Twin[]> {
+async function twinsOf(collection: string): Promise<{ name: string; options: string[] | null }[]> {
   const pg = await adminClient(postgres!, postgres!.port);
   try {
-    const { rows } = await pg.query<Twin>(
-      `SELECT c.relname AS name, c.reloptions AS options
-       FROM pg_index i
-       JOIN pg_class c ON c.oid = i.indexrelid
-       JOIN pg_class t ON t.oid = i.indrelid
-       JOIN pg_namespace n ON n.oid = t.relnamespace
-       JOIN pg_am am ON am.oid = c.relam
-       WHERE am.amname = 'gin' AND n.nspname = $1 AND t.relname LIKE $2
-       ORDER BY c.relname`,
-      [env.config.database, `${table}\\_%`],
-    );
-    return rows;
+    return await ginTwinsOf(pg, env.config.database, collection);
   } finally {
     await pg.end();
   }
@@ -64,7 +48,7 @@ describe.skipIf(!postgres)("the local stack's GIN twins", () => {
   it('lose the pending list an older data directory gave them when the stack starts', async () => {
     const probes = env.store.db.collection<{ _id: string; colour: string }>('older_twins');
     await probes.createIndex({ colour: 1 });
-    const [before] = (await twinsOf('older_twins')).filter((t) => t.name.startsWith('gin_'));
+    const [before] = await twinsOf('older_twins');
     await alterTwin(before!.name, 'on');
     expect((await twinsOf('older_twins')).find((t) => t.name === before!.name)?.options).toContain(
       'fastupdate=on',
