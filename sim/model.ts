@@ -283,6 +283,8 @@ export class SimStore {
           yield* postings;
         })();
       },
+      dormantBetween: (from, to) =>
+        batches([...this.hot.values()].filter((e) => e.dormantAt >= from && e.dormantAt <= to)),
       evictedFactsAbout: async (subject) =>
         [...this.tombstones.values()].flatMap((t) =>
           t.fact?.subject === subject

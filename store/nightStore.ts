@@ -25,7 +25,7 @@ import {
 import { summaryId } from '../core/ids';
 import { storedEntries, tierCollection, TIERS } from './tiers';
 import { previousRunAsOf } from './runs';
-import { adjustDocumentFrequencies, documentFrequencies } from './terms';
+import { adjustDocumentFrequencies, documentFrequencies, termKey } from './terms';
 import { erasedAmong, erasuresUnderWay } from './erasure';
 import { findByIds } from './byIds';
 
@@ -154,6 +154,18 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
         );
       }
     },
+    // A few dormant days' reads at once (CALL_FAN_OUT), each by its indexed `dormantKey`.
+    async *dormantBetween(from, to) {
+      const days: number[] = [];
+      for (let day = dayOf(from); day <= dayOf(to); day++) days.push(day);
+      for (let i = 0; i < days.length; i += CALL_FAN_OUT) {
+        yield* await allWithin(days.slice(i, i + CALL_FAN_OUT), CALL_FAN_OUT, async (day) =>
+          (await store.hot.find({ dormantKey: termKey(agentId, String(day)) }).toArray()).filter(
+            (e) => e.agentId === agentId && e.dormantAt >= from && e.dormantAt <= to,
+          ),
+        );
+      }
+    },
     async factsAbout(subject) {
       const found = new Map<string, Located>();
       for (const tier of TIERS) {
@@ -249,7 +261,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       );
       for (const step of steps.filter((s) => s.tier === 'cold')) await rehydrateEntry(store, run, step);
     },
-    dropLiveKeys: (since) => dropLiveKeys(store, run, since),
+    dropLiveKeys: (entries) => dropLiveKeys(store, run, entries),
     dropQueries: (before) => dropQueries(store, run, before),
     summariesOf: (sourceId) => summariesDerivedFrom(store, agentId, sourceId),
     async writeSummary(summary: Entry, sources) {

@@ -21,8 +21,7 @@ import {
   type RefreshStep,
 } from '../core/nightly/plans';
 import type { ReclaimStep } from '../core/nightly/reclaim';
-import { FIRST_NIGHT_LOOKBACK_DAYS, type SupersededSource } from '../core/nightly/phases';
-import { dayOf } from '../core/salience';
+import type { SupersededSource } from '../core/nightly/phases';
 import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOutcome } from '../core/tiers';
 import { annotate, widenForRecall } from './annotate';
 import { countArrived, countMoved } from './agents';
@@ -31,7 +30,6 @@ import { CALL_FAN_OUT, insertIgnoringExisting, type Store } from './db';
 import { gateKeys, insertNewEntries, termKeys } from './entries';
 import { deleteEntry, withdrawErased } from './erasure';
 import { ledgerId, recordEvent, recordEvents, type RunContext } from './ledger';
-import { termKey } from './terms';
 import { findById, locateEntry, tierCollection } from './tiers';
 import { restateForRecall } from './vectors';
 
@@ -258,28 +256,21 @@ export async function rehydrateEntry(store: Store, ctx: RunContext, step: Refres
 }
 
 /**
- * Hot entries whose `dormantAt` passed since the last run leave default recall's postings
- * (their `liveKeys` go), found by their dormant day. An entry that changed since it was read
- * keeps them; so does one that went dormant before the days looked at. Either costs recall a
- * read, never a hit: default recall applies the gate to what it reads.
+ * These hot entries leave default recall's postings (their `liveKeys` go), each only at the
+ * version the caller read: one that changed since keeps them, which costs default recall a
+ * read, never a hit (it applies the gate to what it reads).
  */
-export async function dropLiveKeys(store: Store, ctx: RunContext, since: number | undefined): Promise<void> {
-  const from = since === undefined ? dayOf(ctx.asOf) - FIRST_NIGHT_LOOKBACK_DAYS : dayOf(since);
-  for (let day = from; day <= dayOf(ctx.asOf); day++) {
-    const due = (await store.hot.find({ dormantKey: termKey(ctx.agentId, String(day)) }).toArray()).filter(
-      (e) => e.agentId === ctx.agentId && e.liveKeys !== undefined && e.dormantAt <= ctx.asOf,
-    );
-    if (due.length === 0) continue;
-    await store.hot.bulkWrite(
-      due.map((e) => ({
-        updateOne: {
-          filter: { _id: e._id, agentId: ctx.agentId, version: e.version },
-          update: { $unset: { liveKeys: '' }, $inc: { version: 1 } },
-        },
-      })),
-      { ordered: false },
-    );
-  }
+export async function dropLiveKeys(store: Store, ctx: RunContext, entries: readonly Entry[]): Promise<void> {
+  if (entries.length === 0) return;
+  await store.hot.bulkWrite(
+    entries.map((e) => ({
+      updateOne: {
+        filter: { _id: e._id, agentId: ctx.agentId, version: e.version },
+        update: { $unset: { liveKeys: '' }, $inc: { version: 1 } },
+      },
+    })),
+    { ordered: false },
+  );
 }
 
 /** The agent's recalls logged on the days `[from, to)` leave the query log, a day at a time (the indexed `{agentId, day}`). */

@@ -20,7 +20,7 @@ import {
   type RefreshStep,
   type SupersessionStep,
 } from './plans';
-import { dayOf } from '../salience';
+import { DAY_MS, dayOf } from '../salience';
 import { POSTINGS_BUDGET, rankCandidates } from '../recall';
 import {
   planReclaim,
@@ -79,6 +79,8 @@ export interface NightStore {
   pending(work: PendingWork): AsyncIterable<Located[]>;
   /** For each of the terms, in their order, the entries of a tier holding it, at most `limit`. */
   withTerms(tier: Tier, terms: readonly string[], limit: number): AsyncIterable<Entry[]>;
+  /** Hot entries whose `dormantAt` is in `[from, to]`, a batch at a time. */
+  dormantBetween(from: number, to: number): AsyncIterable<Entry[]>;
   /** Facts about a subject in either tier, hot copies first. */
   factsAbout(subject: string): Promise<Located[]>;
   /** How many stored entries hold each term (0 when never counted). */
@@ -111,8 +113,8 @@ export interface NightStore {
   /** Hot steps raise salience in place (guarded by the version the plan read); cold steps rehydrate. */
   /** Each step with its entry as the plan read it (its writes are guarded by that version). */
   refresh(steps: readonly (RefreshStep & { entry: Entry })[]): Promise<void>;
-  /** Hot entries that went dormant since `since` leave default recall's postings (MongoDB's only). */
-  dropLiveKeys(since: number | undefined): Promise<void>;
+  /** These hot entries, each at the version read, leave default recall's postings (MongoDB's only). */
+  dropLiveKeys(entries: readonly Entry[]): Promise<void>;
   /** Recalls logged on days before `before` leave the query log. */
   dropQueries(before: number): Promise<void>;
   /**
@@ -254,6 +256,15 @@ export async function refreshPhase(
   const since = await night.previousRunAsOf();
   const logged = await night.queriesSince(since);
   const queries = new QueryIndex(logged.map((q) => q.terms));
+  // Hot entries that went dormant on the days since the previous run leave default recall's
+  // postings tonight, and those inside the refresh window are every hot entry a query may
+  // raise (refreshEligible): one read by dormant day serves both.
+  const dropFrom = dayOf(since ?? run.asOf - FIRST_NIGHT_LOOKBACK_DAYS * DAY_MS) * DAY_MS;
+  const windowFrom = run.asOf - policy.refresh.refreshWindowMs;
+  const dormant: Entry[] = [];
+  const readFrom = queries.size > 0 ? Math.min(dropFrom, windowFrom) : dropFrom;
+  for await (const entries of night.dormantBetween(readFrom, run.asOf)) dormant.push(...entries);
+  const raised = new Set<string>();
   if (queries.size > 0) {
     const df = await night.documentFrequencies(logged.flatMap((q) => q.terms));
     const proposers = [
@@ -268,14 +279,19 @@ export async function refreshPhase(
     }
     const candidates = new Map<string, Located>();
     for (const found of returned.values()) if (found.tier === 'cold') candidates.set(found.entry._id, found);
-    for (const tier of ['cold', 'hot'] as const) {
-      for await (const entries of night.withTerms(tier, proposers, POSTINGS_BUDGET.deep)) {
-        for (const entry of entries) {
-          if (!candidates.has(entry._id)) candidates.set(entry._id, { entry, tier });
-        }
-        progress({ terms: proposers.length, candidates: candidates.size });
-      }
-    }
+    const add = (entries: readonly Entry[], tier: Tier) => {
+      for (const entry of entries) if (!candidates.has(entry._id)) candidates.set(entry._id, { entry, tier });
+      progress({ terms: proposers.length, candidates: candidates.size });
+    };
+    for await (const entries of night.withTerms('cold', proposers, POSTINGS_BUDGET.deep))
+      add(entries, 'cold');
+    // The hot ones holding a proposer, as their postings would give them: read by dormant day
+    // (a few days of the agent's entries) rather than by term (most of hot, once per term).
+    const proposing = new Set(proposers);
+    add(
+      dormant.filter((e) => e.dormantAt >= windowFrom && e.terms.some((t) => proposing.has(t))),
+      'hot',
+    );
     for (const found of returned.values()) {
       if (!candidates.has(found.entry._id)) candidates.set(found.entry._id, found);
     }
@@ -291,13 +307,16 @@ export async function refreshPhase(
       ...s,
       entry: candidates.get(s.id)!.entry,
     }));
+    for (const step of steps) if (step.tier === 'hot') raised.add(step.id);
     for (let i = 0; i < steps.length; i += policy.batch) {
       await night.refresh(steps.slice(i, i + policy.batch));
       progress({ planned: steps.length, done: Math.min(steps.length, i + policy.batch) });
     }
   }
-  // After the refreshes, which kept what they raised above the gate.
-  await night.dropLiveKeys(since);
+  // After the refreshes: what they raised is live again; the others leave at the version read.
+  await night.dropLiveKeys(
+    dormant.filter((e) => e.dormantAt >= dropFrom && e.liveKeys !== undefined && !raised.has(e._id)),
+  );
   // Read above; everything past the retention goes now, however old its day: a recall may
   // have been logged at an `asOf` before any night looked.
   await night.dropQueries(dayOf(run.asOf) - policy.queryLogRetentionDays);

@@ -2,12 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
-import type { ReclaimStep } from '../../core/nightly/reclaim';
-import { HOUR_MS } from '../../core/salience';
+import { refreshPhase, type NightPolicy } from '../../core/nightly/phases';
+import { refreshPolicy } from '../../core/nightly/plans';
+import { reclaimPolicy, type ReclaimStep } from '../../core/nightly/reclaim';
+import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { parseConfig } from '../../core/config';
 import { storeLimitsOf } from '../../store/guard';
 import { CALL_FAN_OUT, openStore, type Store } from '../../store/db';
-import { entriesWithTerm, insertNewEntries } from '../../store/entries';
+import { entriesWithTerm, insertNewEntries, logQuery, settledEntry } from '../../store/entries';
 import {
   eraseFromQueryLog,
   removeSummary,
@@ -261,6 +263,82 @@ describe("the night's reads by term", () => {
       oneByOne.push((await entriesWithTerm(store.hot, a, term, 50)).map((e) => e._id).sort());
     expect(pages).toEqual(oneByOne);
     expect(pages.map((p) => p.length)).toEqual(words.map((_, i) => i + 1));
+  });
+});
+
+describe("the refresh's reads", () => {
+  it('reads hot by the dormant days of its window, not by the postings of the queries’ terms', async () => {
+    const a = `a-${randomUUID()}`;
+    const { asOf } = ctx(a);
+    const at = (id: string, text: string, dormantAt: number) =>
+      settledEntry({ ...entry(a, `${a}/${id}`, text), dormantAt }, T0);
+    // Live until long after the night: the query's term would read every one of them.
+    const live = Array.from({ length: 120 }, (_, i) =>
+      at(`live${i}`, 'The harbour crane', asOf + 5 * DAY_MS),
+    );
+    const inWindow = [1, 2, 3].map((i) => at(`window${i}`, 'The harbour pilot', asOf - i * DAY_MS));
+    const pastWindow = [at('past', 'The harbour lamp', asOf - 9 * DAY_MS)];
+    const unmatched = [at('meadow', 'A meadow orchid', asOf - DAY_MS / 2)];
+    await store.hot.insertMany([...live, ...inWindow, ...pastWindow, ...unmatched]);
+    await logQuery(store, {
+      _id: randomUUID(),
+      agentId: a,
+      query: 'harbour',
+      terms: ['harbour'],
+      at: asOf - HOUR_MS,
+      deep: false,
+      k: 10,
+      hitIds: [],
+    });
+    const read: string[] = [];
+    const hot = new Proxy(store.hot, {
+      get(target, prop, receiver) {
+        const value: unknown = Reflect.get(target, prop, receiver);
+        if (typeof value !== 'function') return value;
+        const bound = (value as (...args: unknown[]) => unknown).bind(target);
+        if (prop !== 'find') return bound;
+        // The cursor, the documents it gives counted (`limit` and the like return it again).
+        const counted = (cursor: object): object =>
+          new Proxy(cursor, {
+            get(c, key, r) {
+              const member: unknown = Reflect.get(c, key, r);
+              if (typeof member !== 'function') return member;
+              const call = (member as (...args: unknown[]) => unknown).bind(c);
+              if (key === 'toArray')
+                return async () => {
+                  const docs = (await call()) as Entry[];
+                  read.push(...docs.map((d) => d._id));
+                  return docs;
+                };
+              return (...args: unknown[]) => {
+                const out = call(...args);
+                return out === c ? counted(c) : out;
+              };
+            },
+          });
+        return (...args: unknown[]) => counted(bound(...args) as object);
+      },
+    });
+    const config = parseConfig({});
+    const nightPolicy: NightPolicy = {
+      memory: policy,
+      refresh: refreshPolicy(config),
+      reclaim: reclaimPolicy(config),
+      cluster: { similarity: config.clusterSimilarity, neighbours: config.clusterNeighbours },
+      batch: 50,
+      queryLogRetentionDays: config.queryLogRetentionDays,
+    };
+    const { refreshed } = await refreshPhase(mongoNight({ ...store, hot }, ctx(a), 50), ctx(a), nightPolicy);
+    expect(refreshed).toBe(inWindow.length);
+    expect(read.filter((id) => id.includes('/live'))).toEqual([]);
+    const after = new Map((await store.hot.find({ agentId: a }).toArray()).map((e) => [e._id, e]));
+    for (const e of inWindow) expect(after.get(e._id)).toMatchObject({ refreshedAt: asOf });
+    // Gone dormant since the last night and not raised: out of default recall's postings.
+    for (const e of [...pastWindow, ...unmatched]) {
+      expect(after.get(e._id)?.refreshedAt).toBeUndefined();
+      expect(after.get(e._id)?.liveKeys).toBeUndefined();
+    }
+    for (const e of live) expect(after.get(e._id)?.liveKeys).toEqual(e.liveKeys);
   });
 });
 

@@ -11,7 +11,6 @@ import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { ensureIndexes, openStore, type Store } from '../../store/db';
 import { storeLimitsOf } from '../../store/guard';
 import { findCandidates, insertNewEntries, logQuery } from '../../store/entries';
-import { dropLiveKeys } from '../../store/nightly';
 import { mongoNight } from '../../store/nightStore';
 
 /**
@@ -91,7 +90,8 @@ describe('store reads agree with the core predicates (fast-check, real store)', 
         async (specs, query) => {
           const { agentId, entries } = await storeOf(specs);
           // As after a night: entries past the gate have left the live postings.
-          await dropLiveKeys(store, run(agentId, NOW), undefined);
+          const r = run(agentId, NOW);
+          await refreshPhase(mongoNight(store, r, policy.batch), r, policy);
           const found = await findCandidates(store, { agentId, terms: query, now: NOW, deep: false });
           const expected = entries.filter(
             (e) => e.terms.some((t) => query.includes(t)) && inDefaultRecall(e, NOW),
