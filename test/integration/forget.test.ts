@@ -176,24 +176,24 @@ describe('the lifecycle CLI', () => {
       '--as-of',
       new Date(dayAt(2, 3)).toISOString(),
     );
-    expect(run.code).toBe(0);
+    expect(run.code, run.stderr).toBe(0);
     expect(JSON.parse(run.stdout)).toMatchObject({ agentId, asOf: dayAt(2, 3), counts: { superseded: 1 } });
 
     const restored = await memgate('restore', lyon, '--agent', agentId);
-    expect(restored.code).toBe(0);
+    expect(restored.code, restored.stderr).toBe(0);
     expect(JSON.parse(restored.stdout)).toEqual({ id: lyon, tier: 'hot', restored: ['supersession'] });
     const again = await memgate('restore', lyon, '--agent', agentId);
-    expect(again.code).toBe(1);
+    expect(again.code, again.stderr).toBe(1);
     expect(again.stderr).toContain('[Conflict]');
 
     const forgotten = await memgate('forget', lyon, '--agent', agentId);
-    expect(forgotten.code).toBe(0);
+    expect(forgotten.code, forgotten.stderr).toBe(0);
     expect(JSON.parse(forgotten.stdout)).toMatchObject({ entryId: lyon, tiers: ['hot'] });
     const missing = await memgate('forget', 'nope', '--agent', agentId);
-    expect(missing.code).toBe(1);
+    expect(missing.code, missing.stderr).toBe(1);
     expect(missing.stderr).toContain('[NotFound]');
     const bad = await memgate('consolidate', '--agent', agentId, '--as-of', 'yesterday');
-    expect(bad.code).toBe(2);
+    expect(bad.code, bad.stderr).toBe(2);
     expect(bad.stderr).toContain('[InvalidInput]');
   }, 300_000);
 });

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Collection } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
@@ -61,6 +62,38 @@ function entry(agentId: string, id: string, text: string, extra: Partial<Entry> 
     ),
     ...extra,
   };
+}
+
+/**
+ * The collection with every `toArray` of its finds run through `around` (`limit` and the like
+ * return the cursor again, so theirs are too): how a test sees the reads a phase makes.
+ */
+function withFindsRead(
+  collection: Collection<Entry>,
+  around: (toArray: () => Promise<Entry[]>) => Promise<Entry[]>,
+): Collection<Entry> {
+  const observed = (cursor: object): object =>
+    new Proxy(cursor, {
+      get(c, key, r) {
+        const member: unknown = Reflect.get(c, key, r);
+        if (typeof member !== 'function') return member;
+        const call = (member as (...args: unknown[]) => unknown).bind(c);
+        if (key === 'toArray') return () => around(() => call() as Promise<Entry[]>);
+        return (...args: unknown[]) => {
+          const out = call(...args);
+          return out === c ? observed(c) : out;
+        };
+      },
+    });
+  return new Proxy(collection, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== 'function') return value;
+      const bound = (value as (...args: unknown[]) => unknown).bind(target);
+      if (prop !== 'find') return bound;
+      return (...args: unknown[]) => observed(bound(...args) as object);
+    },
+  });
 }
 
 async function tiersOf(agentId: string, id: string): Promise<string[]> {
@@ -222,36 +255,13 @@ describe("the night's reads by term", () => {
       .sort();
     expect(terms).toHaveLength(words.length);
     const reads = { inFlight: 0, most: 0 };
-    const hot = new Proxy(store.hot, {
-      get(target, prop, receiver) {
-        const value: unknown = Reflect.get(target, prop, receiver);
-        if (typeof value !== 'function') return value;
-        const bound = (value as (...args: unknown[]) => unknown).bind(target);
-        if (prop !== 'find') return bound;
-        // The cursor, its reads counted while they run (`limit` and the like return it again).
-        const counted = (cursor: object): object =>
-          new Proxy(cursor, {
-            get(c, key, r) {
-              const member: unknown = Reflect.get(c, key, r);
-              if (typeof member !== 'function') return member;
-              const call = (member as (...args: unknown[]) => unknown).bind(c);
-              if (key === 'toArray')
-                return async () => {
-                  reads.most = Math.max(reads.most, ++reads.inFlight);
-                  try {
-                    return await call();
-                  } finally {
-                    reads.inFlight--;
-                  }
-                };
-              return (...args: unknown[]) => {
-                const out = call(...args);
-                return out === c ? counted(c) : out;
-              };
-            },
-          });
-        return (...args: unknown[]) => counted(bound(...args) as object);
-      },
+    const hot = withFindsRead(store.hot, async (read) => {
+      reads.most = Math.max(reads.most, ++reads.inFlight);
+      try {
+        return await read();
+      } finally {
+        reads.inFlight--;
+      }
     });
     const night = mongoNight({ ...store, hot }, ctx(a), 500);
     const pages: string[][] = [];
@@ -291,33 +301,10 @@ describe("the refresh's reads", () => {
       hitIds: [],
     });
     const read: string[] = [];
-    const hot = new Proxy(store.hot, {
-      get(target, prop, receiver) {
-        const value: unknown = Reflect.get(target, prop, receiver);
-        if (typeof value !== 'function') return value;
-        const bound = (value as (...args: unknown[]) => unknown).bind(target);
-        if (prop !== 'find') return bound;
-        // The cursor, the documents it gives counted (`limit` and the like return it again).
-        const counted = (cursor: object): object =>
-          new Proxy(cursor, {
-            get(c, key, r) {
-              const member: unknown = Reflect.get(c, key, r);
-              if (typeof member !== 'function') return member;
-              const call = (member as (...args: unknown[]) => unknown).bind(c);
-              if (key === 'toArray')
-                return async () => {
-                  const docs = (await call()) as Entry[];
-                  read.push(...docs.map((d) => d._id));
-                  return docs;
-                };
-              return (...args: unknown[]) => {
-                const out = call(...args);
-                return out === c ? counted(c) : out;
-              };
-            },
-          });
-        return (...args: unknown[]) => counted(bound(...args) as object);
-      },
+    const hot = withFindsRead(store.hot, async (toArray) => {
+      const docs = await toArray();
+      read.push(...docs.map((d) => d._id));
+      return docs;
     });
     const config = parseConfig({});
     const nightPolicy: NightPolicy = {
