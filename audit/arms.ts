@@ -11,7 +11,14 @@ import {
 } from '../core/nightly/reclaim';
 import { terms } from '../core/text';
 import { bm25, termCounts, type TermCounts } from '../core/bm25';
-import { BACKGROUND_SAMPLE, backgroundOf, fuseScores, semanticDepth } from '../core/hybrid';
+import {
+  BACKGROUND_SAMPLE,
+  backgroundOf,
+  fuseScores,
+  nearestFoundByMeaning,
+  placeNearest,
+  semanticDepth,
+} from '../core/hybrid';
 
 /**
  * The eviction arms and read-time conditions of the restore-counterfactual audit, pure. A
@@ -252,12 +259,17 @@ export function rankHybridTopK(
   );
   const byId = new Map(units.map((u) => [u.id, u]));
   const background = backgroundOf([...sample, ...semantic.reference.map((r) => dot(semantic.query, r))]);
-  const fused = fuseScores(
-    { scores: lexical.map((u) => ({ id: u.id, score: scores.get(u)! })), ceiling: scores.ceiling },
-    background && {
-      similarities: all.slice(0, semanticDepth(k)).map((x) => ({ id: x.u.id, similarity: x.similarity })),
-      background,
-    },
+  const semanticScores = background && {
+    similarities: all.slice(0, semanticDepth(k)).map((x) => ({ id: x.u.id, similarity: x.similarity })),
+    background,
+  };
+  const fused = placeNearest(
+    fuseScores(
+      { scores: lexical.map((u) => ({ id: u.id, score: scores.get(u)! })), ceiling: scores.ceiling },
+      semanticScores,
+    ),
+    k,
+    semanticScores && nearestFoundByMeaning(semanticScores),
   ).map((f) => byId.get(f.id)!);
   const chosen = new Set(fused.slice(0, k));
   const fill = [...units].filter((u) => !chosen.has(u)).sort(byRecency);

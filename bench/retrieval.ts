@@ -34,6 +34,8 @@ import {
   FULL_AT_SPREADS,
   fuseScores,
   LEXICAL_WEIGHT,
+  nearestFoundByMeaning,
+  placeNearest,
   semanticDepth,
 } from '../core/hybrid';
 import { REFERENCE_PASSAGES } from '../core/referencePassages';
@@ -144,16 +146,16 @@ function referenceSimilarities(
 }
 
 /**
- * Hybrid recall's ranking of a haystack: the lexical scores fused with the `depth` nearest
- * turns, each measured against the query's background: an evenly spaced sample of its
- * similarities to the turns, as the index samples an agent's vectors, and to the reference
- * passages (core/hybrid.ts).
+ * Hybrid recall's ranking of a haystack for the top k: the lexical scores fused with the
+ * nearest turns recall reads for k, each measured against the query's background (an evenly
+ * spaced sample of its similarities to the turns, as the index samples an agent's vectors,
+ * and to the reference passages), the nearest in its place (core/hybrid.ts).
  */
 function hybridRanking(
   lexical: ReturnType<typeof bm25Ranking>,
   semantic: ReturnType<typeof cosineRanking>,
   reference: readonly number[],
-  depth: number,
+  k: number,
 ): string[] {
   const count = Math.min(semantic.length, BACKGROUND_SAMPLE);
   const sample = Array.from(
@@ -161,9 +163,11 @@ function hybridRanking(
     (_, i) => semantic[Math.floor((i * semantic.length) / count)]!.similarity,
   );
   const background = backgroundOf([...sample, ...reference])!;
-  return fuseScores(
-    { scores: lexical, ceiling: lexical.ceiling },
-    { similarities: semantic.slice(0, depth), background },
+  const semanticScores = { similarities: semantic.slice(0, semanticDepth(k)), background };
+  return placeNearest(
+    fuseScores({ scores: lexical, ceiling: lexical.ceiling }, semanticScores),
+    k,
+    nearestFoundByMeaning(semanticScores),
   ).map((f) => f.id);
 }
 
@@ -177,7 +181,7 @@ interface Measured {
  * Question by question, embedding what is missing first: the cache fills in the order the
  * results are computed, so a killed run resumes where it stopped.
  */
-async function measure(embedder: Embedder, cache: EmbeddingCache, depth: number): Promise<Measured> {
+async function measure(embedder: Embedder, cache: EmbeddingCache): Promise<Measured> {
   const refs = listQuestions(DATA);
   const out: Measured = { results: [], skipped: 0, turns: 0 };
   let embedded = 0;
@@ -212,7 +216,7 @@ async function measure(embedder: Embedder, cache: EmbeddingCache, depth: number)
       cache.get('query', embeddedQueryOf(q.question))!,
       turns.map((t) => ({ id: t.unitId, vector: cache.get('passage', t.text)! })),
     );
-    const hybrid = hybridRanking(lexical, semantic, referenceSimilarities(cache, q.question), depth);
+    const hybrid = hybridRanking(lexical, semantic, referenceSimilarities(cache, q.question), K);
     out.results.push({
       type: q.question_type,
       scores: {
@@ -287,7 +291,6 @@ async function measureParaphrases(
   embedder: Embedder,
   cache: EmbeddingCache,
 ): Promise<Record<string, ParaphraseFigures>> {
-  const depth = semanticDepth(PARAPHRASE_K);
   const out: Record<string, ParaphraseFigures> = {};
   for (const [name, set] of Object.entries(paraphrase.sets)) {
     // In the order the HTTP check writes them (two notes, then a fact): ties go by it.
@@ -311,7 +314,7 @@ async function measureParaphrases(
         const lexical = bm25Ranking(f.question, docs);
         const semantic = cosineRanking(query, vectors);
         const background = referenceSimilarities(cache, f.question, scale);
-        const hybrid = hybridRanking(lexical, semantic, background, depth);
+        const hybrid = hybridRanking(lexical, semantic, background, PARAPHRASE_K);
         const inTop = (ranking: readonly string[]) => ranking.slice(0, PARAPHRASE_K).includes(id);
         if (inTop(ids(lexical))) counts.lexicalTop5++;
         if (inTop(ids(semantic))) counts.semanticTop5++;
@@ -358,7 +361,7 @@ async function main() {
     const cache = openEmbeddingCache(embeddingCacheDir(config), embedder.model, embedder.dimensions);
     log(`${cache.size} vectors cached in ${cache.file}`);
     try {
-      measured = await measure(embedder, cache, depth);
+      measured = await measure(embedder, cache);
       paraphrases = await measureParaphrases(embedder, cache);
     } finally {
       cache.close();

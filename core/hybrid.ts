@@ -139,6 +139,39 @@ export function fuseScores(lexical: LexicalScores, semantic?: SemanticScores): F
 }
 
 /**
+ * The nearest neighbour found by meaning, if any: of those that stand out of the background,
+ * the most similar (the first of equals). It keeps a place in the top k (`placeNearest`).
+ */
+export function nearestFoundByMeaning(semantic: SemanticScores): string | undefined {
+  let nearest: { id: string; similarity: number } | undefined;
+  for (const s of semantic.similarities) {
+    if (foundByMeaning(s.similarity, semantic.background) && (!nearest || s.similarity > nearest.similarity))
+      nearest = s;
+  }
+  return nearest?.id;
+}
+
+/**
+ * A ranking (best first) in which the nearest neighbour found by meaning holds one of the
+ * first k places: when it ranks below them, it moves up to the k-th, and the rest keep their
+ * order (docs/recall.md, Relevance). Shares cannot promise this: a query's
+ * words can give many notes more lexical share than a paraphrase's meaning earns, and a
+ * semantic share large enough to pass all of them would give the top of a list of noise as
+ * much. One place, never the first (k = 1 leaves the fusion alone), since the nearest is
+ * sometimes only the top of that noise. Its score is below the k-1 before it, so the order
+ * by score holds.
+ */
+export function placeNearest<T extends { id: string }>(
+  ranked: readonly T[],
+  k: number,
+  nearest: string | undefined,
+): T[] {
+  const at = nearest === undefined ? -1 : ranked.findIndex((r) => r.id === nearest);
+  if (k < 2 || at < k) return [...ranked];
+  return [...ranked.slice(0, k - 1), ranked[at]!, ...ranked.slice(k - 1, at), ...ranked.slice(at + 1)];
+}
+
+/**
  * The most nearest neighbours, after recall's own filters (the gate, expiry, tier), in the
  * semantic list: five times k, at least 50, so an entry the words rank well but the meaning
  * ranks just past the top still gets its semantic share. Recall reads a neighbour the

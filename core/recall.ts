@@ -5,7 +5,7 @@ import { InvalidInputError } from './errors';
 import { DAY_MS, dayOf, salienceAt, type Salience } from './salience';
 import { terms } from './text';
 import { bm25, storedTermCounts, termCounts, type TermCounts } from './bm25';
-import { fuseScores, type Background, type FoundBy } from './hybrid';
+import { fuseScores, nearestFoundByMeaning, placeNearest, type Background, type FoundBy } from './hybrid';
 
 export const recallRequestSchema = z.strictObject({
   agentId: agentIdSchema,
@@ -365,12 +365,14 @@ export async function scoreLexicalInTurns(
   return scoreDocs(queryTerms, docs);
 }
 
-/** Best first by score, ties to the newer write; the top k. */
+/** Those that score, best first, ties to the newer write. */
+function bestFirst(hits: RecallHit[]): RecallHit[] {
+  return hits.filter((h) => h.score > 0).sort((a, b) => b.score - a.score || b.writtenAt - a.writtenAt);
+}
+
+/** The top k by score. */
 function topK(hits: RecallHit[], k: number): RecallHit[] {
-  return hits
-    .filter((h) => h.score > 0)
-    .sort((a, b) => b.score - a.score || b.writtenAt - a.writtenAt)
-    .slice(0, k);
+  return bestFirst(hits).slice(0, k);
 }
 
 /** Lexical recall: each candidate's BM25 score multiplied by its current salience. */
@@ -396,7 +398,8 @@ export function rankScored(
 /**
  * Hybrid recall: the lexical scores and the semantic list (the nearest neighbours that passed
  * the same tier filter, nearest first, with the query's background) fused into one relevance
- * (core/hybrid.ts), which is multiplied by the entry's current salience, as a lexical score is.
+ * (core/hybrid.ts), which is multiplied by the entry's current salience, as a lexical score is;
+ * the nearest of the list found by meaning keeps a place in the top k (`placeNearest`).
  */
 export function rankHybrid(
   lexical: readonly Scored[] & { ceiling: number },
@@ -410,43 +413,45 @@ export function rankHybrid(
     if (!byId.has(s.candidate.entry._id)) byId.set(s.candidate.entry._id, s.candidate);
     similarity.set(s.candidate.entry._id, s.similarity);
   }
+  const semanticScores = {
+    similarities: semantic.map((s) => ({ id: s.candidate.entry._id, similarity: s.similarity })),
+    background: opts.background,
+  };
   const fused = fuseScores(
     {
       scores: lexical.map((s) => ({ id: s.candidate.entry._id, score: s.lexical })),
       ceiling: lexical.ceiling,
     },
-    {
-      similarities: semantic.map((s) => ({ id: s.candidate.entry._id, similarity: s.similarity })),
-      background: opts.background,
-    },
+    semanticScores,
   );
-  return topK(
-    fused.map((f) => {
-      const hit = recallHit(byId.get(f.id)!, opts.now, opts.halfLifeMs, f.relevance, f.foundBy);
-      const sim = similarity.get(f.id);
-      if (sim !== undefined) hit.similarity = sim;
-      return hit;
-    }),
-    opts.k,
-  );
+  const hits = fused.map((f) => {
+    const hit = recallHit(byId.get(f.id)!, opts.now, opts.halfLifeMs, f.relevance, f.foundBy);
+    const sim = similarity.get(f.id);
+    if (sim !== undefined) hit.similarity = sim;
+    return hit;
+  });
+  return placeNearest(bestFirst(hits), opts.k, nearestFoundByMeaning(semanticScores)).slice(0, opts.k);
 }
 
 /**
  * The top k hybrid recall returns if every neighbour still unread scores its bound (it is
- * stored, passes the filter, and the state kept beside its vector is its own): the ids recall
- * logs while it reads them (store/recall.ts), set right after in the rare case they differ.
+ * stored, passes the filter, and the state kept beside its vector is its own), the nearest
+ * neighbour found by meaning (`nearest`) in its place: the ids recall logs while it reads
+ * them (store/recall.ts), set right after in the rare case they differ.
  */
 export function expectedTopK(
   hits: readonly Pick<RecallHit, 'id' | 'score' | 'foundBy'>[],
   unread: readonly { id: string; bound: number }[],
   k: number,
+  nearest: string | undefined,
 ): Pick<RecallHit, 'id' | 'foundBy'>[] {
-  return [
+  const ranked = [
     ...hits.map(({ id, score, foundBy }) => ({ id, score, foundBy })),
     ...unread.map(({ id, bound }) => ({ id, score: bound, foundBy: 'semantic' as const })),
   ]
     .filter((h) => h.score > 0)
-    .sort((a, b) => b.score - a.score)
+    .sort((a, b) => b.score - a.score);
+  return placeNearest(ranked, k, nearest)
     .slice(0, k)
     .map(({ id, foundBy }) => ({ id, foundBy }));
 }

@@ -190,6 +190,8 @@ interface SemanticArm {
   search: Extract<SemanticSearch, { available: true }>;
   background: Background;
   neighbours: Neighbour[];
+  /** The neighbours, nearest first: the first that passes the filter keeps a place in the top k. */
+  nearestFirst: Neighbour[];
   unread: Unread[];
   read(n: Neighbour): Promise<Candidate<HitView> | undefined>;
 }
@@ -233,8 +235,12 @@ function semanticArm(
     }
     return found;
   };
-  if (prefetch) for (const n of unread.slice(0, Math.min(req.k, NEIGHBOUR_READS))) void read(n);
-  return { query: semantic, search, background, neighbours, unread, read };
+  const nearestFirst = [...neighbours].sort((a, b) => b.similarity - a.similarity);
+  if (prefetch) {
+    for (const n of [...nearestFirst.slice(0, 1), ...unread.slice(0, Math.min(req.k, NEIGHBOUR_READS))])
+      void read(n);
+  }
+  return { query: semantic, search, background, neighbours, nearestFirst, unread, read };
 }
 
 /**
@@ -258,7 +264,19 @@ async function semanticRanking(
     const c = known.get(n.id);
     if (c && ranked.length < opts.depth) ranked.push({ candidate: c, similarity: n.similarity });
   }
-  const unread = arm.unread.filter((n) => !known.has(n.id));
+  // The nearest keeps a place whatever it scores (core/hybrid.ts, placeNearest), so it is
+  // read first; one the read rejects hands the place to the next nearest.
+  const tried = new Set<string>();
+  for (const n of arm.nearestFirst) {
+    if (known.has(n.id) || ranked.length >= opts.depth) break;
+    tried.add(n.id);
+    const candidate = await arm.read(n);
+    if (candidate) {
+      ranked.push({ candidate, similarity: n.similarity });
+      break;
+    }
+  }
+  const unread = arm.unread.filter((n) => !known.has(n.id) && !tried.has(n.id));
   for (let i = 0; i < unread.length && ranked.length < opts.depth;) {
     const hits = rankHybrid(lexical, ranked, { now, ...opts });
     const round: Unread[] = [];
@@ -322,6 +340,7 @@ function expectedHits(
     rankHybrid(lexical, held, { now, ...opts }),
     arm.unread.filter((n) => !known.has(n.id)),
     opts.k,
+    arm.nearestFirst[0]?.id,
   );
 }
 

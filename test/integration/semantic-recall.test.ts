@@ -294,6 +294,47 @@ describe('hybrid recall', () => {
     expect(scheduled).toContain('embedEntries');
   }, 120_000);
 
+  // What the LongMemEval question met: the answer by meaning is the nearest, but
+  // notes that share a word of the query and are far more salient outscore it
+  // (core/hybrid.ts, placeNearest).
+  it('keeps a place in the top k for the nearest match by meaning, below salient notes that share a word', async () => {
+    const agentId = env.agent('nearest-place');
+    const notes = [
+      'I prefer the window seat on long trains.',
+      'The accountants prefer invoices sent by email.',
+      'Most of the team prefer the early meeting slot.',
+      'Guests prefer the quiet rooms on the top floor.',
+    ];
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [
+        { text: MEMORIES[0], salience: 0.2, writtenAt: T0 },
+        ...notes.map((text, i) => ({ text, salience: 1, writtenAt: T0 + 1 + i })),
+      ],
+    });
+    const fact = entries[0]!.id;
+    await untilEmbedded(
+      env.store,
+      agentId,
+      entries.map((e) => e.id),
+    );
+    const asOf = T0 + HOUR_MS;
+
+    // By score alone, two notes come before it: it is the third.
+    const all = await env.client.recall({ agentId, query: PARAPHRASE, k: 10, asOf });
+    expect(all.retrieval).toMatchObject({ mode: 'hybrid' });
+    expect(all.hits.findIndex((h) => h.id === fact)).toBe(2);
+    const nearest = Math.max(...all.hits.map((h) => h.similarity ?? -1));
+    expect(all.hits[2]).toMatchObject({ foundBy: 'semantic', similarity: nearest });
+
+    // Asked for two, it keeps the second place, below the best of the notes.
+    const two = await env.client.recall({ agentId, query: PARAPHRASE, k: 2, asOf });
+    expect(two.hits.map((h) => h.id)).toEqual([all.hits[0]!.id, fact]);
+    // One place is the fusion's alone.
+    const one = await env.client.recall({ agentId, query: PARAPHRASE, k: 1, asOf });
+    expect(one.hits.map((h) => h.id)).toEqual([all.hits[0]!.id]);
+  }, 120_000);
+
   it('keeps a dormant entry out of default recall however similar it is; deep recall finds it', async () => {
     const agentId = env.agent('dormant');
     const { entries } = await env.client.write({

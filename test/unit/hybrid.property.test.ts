@@ -8,6 +8,8 @@ import {
   FULL_AT_SPREADS,
   fuseScores,
   LEXICAL_WEIGHT,
+  nearestFoundByMeaning,
+  placeNearest,
   semanticShare,
   standing,
   type Background,
@@ -181,6 +183,44 @@ function hotEpisode(
   return { entry: buildEntry(id, 'agent', input, policy), tier: 'hot' };
 }
 
+describe('placeNearest (core/hybrid.ts)', () => {
+  it('moves the nearest up to the k-th place when it ranks below, and changes nothing else (fast-check)', () => {
+    fc.assert(
+      fc.property(
+        fc.uniqueArray(fc.integer({ min: 0, max: 99 }), { minLength: 1, maxLength: 30 }),
+        fc.integer({ min: 1, max: 12 }),
+        fc.nat(),
+        (xs, k, pick) => {
+          const ranked = xs.map((x) => ({ id: `e${x}` }));
+          const nearest = ranked[pick % ranked.length]!.id;
+          const placed = placeNearest(ranked, k, nearest);
+          expect(placed.map((r) => r.id).sort()).toEqual(ranked.map((r) => r.id).sort());
+          const at = ranked.findIndex((r) => r.id === nearest);
+          if (k === 1 || at < k) {
+            expect(placed).toEqual(ranked);
+          } else {
+            expect(placed.findIndex((r) => r.id === nearest)).toBe(k - 1);
+            expect(placed.filter((r) => r.id !== nearest)).toEqual(ranked.filter((r) => r.id !== nearest));
+          }
+          expect(placeNearest(ranked, k, undefined)).toEqual(ranked);
+        },
+      ),
+    );
+  });
+
+  it('the nearest is the most similar of those found by meaning, none when none stands out', () => {
+    const at = (spreads: number) => BG.center + spreads * BG.spread;
+    const similarities = [
+      { id: 'a', similarity: at(2) },
+      { id: 'b', similarity: at(FOUND_AT_SPREADS - 0.5) },
+      { id: 'c', similarity: at(3) },
+      { id: 'd', similarity: at(3) },
+    ];
+    expect(nearestFoundByMeaning({ similarities, background: BG })).toBe('c');
+    expect(nearestFoundByMeaning({ similarities: similarities.slice(1, 2), background: BG })).toBeUndefined();
+  });
+});
+
 describe('rankHybrid (core/recall.ts)', () => {
   const policy = memoryPolicy({ halfLifeHours: 72, gateThreshold: 0.15 });
   const now = 100 * HOUR_MS;
@@ -232,6 +272,31 @@ describe('rankHybrid (core/recall.ts)', () => {
     );
     expect(hits[0]).toMatchObject({ id: 'answer', foundBy: 'semantic' });
   });
+
+  // The issue's LongMemEval question: its answer was its nearest turn, but only just out of
+  // the background, and every turn holding one of its words came first.
+  it('keeps a place in the top k for the nearest match by meaning, below notes that share the words', () => {
+    const answer = candidate(
+      'answer',
+      'What else can I do for the later part of the day?',
+      0.5,
+      now - HOUR_MS,
+    );
+    const notes = Array.from({ length: 6 }, (_, i) =>
+      candidate(`note-${i}`, `Please suggest activities for the evening, list ${i}.`, 1, now - HOUR_MS),
+    );
+    const query = terms('Can you suggest some activities that I can do in the evening?');
+    const opts = { now, background: BG, ...policy };
+    const semantic = [
+      { candidate: answer, similarity: BG.center + 2 * BG.spread },
+      ...notes.map((candidate) => ({ candidate, similarity: BG.center + 1.6 * BG.spread })),
+    ];
+    const rank = (k: number) =>
+      rankHybrid(scoreLexical(query, notes), semantic, { ...opts, k }).map((h) => h.id);
+    expect(rank(10).indexOf('answer')).toBe(6);
+    expect(rank(4)).toEqual([...rank(10).slice(0, 3), 'answer']);
+    expect(rank(1)).toEqual(rank(10).slice(0, 1));
+  });
 });
 
 /** A query no candidate shares a word with. */
@@ -258,10 +323,14 @@ describe("hybrid recall's stopping rule", () => {
             .sort((a, b) => b.similarity - a.similarity);
           const opts = { now, k, background: BG, ...policy };
           const full = rankHybrid(NO_WORDS, all, opts);
-          // Read nearest first, stopping where the rule says; the answer must be the same.
-          const read: typeof all = [];
-          for (const n of all) {
-            if (!couldEnterTopK(rankHybrid(NO_WORDS, read, opts), k, semanticShare(n.similarity, BG))) break;
+          // Read as recall reads: the nearest first (it keeps a place), then the best bound
+          // first, stopping where the rule says; the answer must be the same.
+          const bound = (n: (typeof all)[number]) =>
+            semanticShare(n.similarity, BG) * salienceAt(n.candidate.entry.salience, now, policy.halfLifeMs);
+          const [nearest, ...rest] = all;
+          const read = [nearest!];
+          for (const n of rest.sort((a, b) => bound(b) - bound(a))) {
+            if (!couldEnterTopK(rankHybrid(NO_WORDS, read, opts), k, bound(n))) break;
             read.push(n);
           }
           expect(rankHybrid(NO_WORDS, read, opts).map((h) => h.id)).toEqual(full.map((h) => h.id));
@@ -294,7 +363,8 @@ describe("hybrid recall's stopping rule", () => {
               semanticShare(n.similarity, BG) *
               salienceAt(n.candidate.entry.salience, now, policy.halfLifeMs),
           }));
-          const expected = expectedTopK([], unread, k);
+          const nearest = all.reduce((a, b) => (b.similarity > a.similarity ? b : a)).candidate.entry._id;
+          const expected = expectedTopK([], unread, k, nearest);
           const found = rankHybrid(NO_WORDS, all, opts);
           // The same hits, but for ties at the k-th place: the same scores, each the hit's bound.
           const bound = new Map(unread.map((u) => [u.id, u.bound]));
