@@ -37,7 +37,8 @@ import { nightlyConsolidation } from '../workflows/nightly';
 import { reembedWorkflowId } from '../workflows/reembed';
 import { restoreWorkflowId } from '../workflows/restore';
 
-const HISTORIES = resolve(__dirname, '..', 'test', 'histories');
+const REPOSITORY = resolve(__dirname, '..');
+const HISTORIES = join(REPOSITORY, 'test', 'histories');
 const LONGMEMEVAL_S = resolve(__dirname, '..', '..', 'shared', 'data', 'longmemeval-s');
 
 const T0 = Date.UTC(2025, 4, 1);
@@ -315,7 +316,9 @@ async function main(): Promise<void> {
         const history = await client.temporal.workflow.getHandle(workflowId, next).fetchHistory();
         const decoded = await decodeCodecLayer(JSON.parse(historyToJSON(history)), codec);
         const file = join(HISTORIES, `${name}-${++n}.json`);
-        writeFileSync(file, `${JSON.stringify(decoded, null, 1)}\n`);
+        // Stack traces name files relative to the repository, not where it was checked out.
+        const text = JSON.stringify(decoded, null, 1).split(`${REPOSITORY}/`).join('');
+        writeFileSync(file, `${text}\n`);
         console.log(`recorded ${file}`);
         const events = history.events ?? [];
         next =

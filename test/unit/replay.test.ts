@@ -67,6 +67,18 @@ describe('committed workflow histories', () => {
     expect(Math.max(...attempts)).toBeGreaterThan(1);
   });
 
+  // A recorded failure carries its stack trace: it must not name where the recorder's
+  // checkout was (scripts/record-histories.ts makes the paths relative).
+  it('name the files of their stack traces relative to the repository', () => {
+    const traces = recorded.flatMap(({ file }) =>
+      [...readFileSync(resolve(HISTORIES, file), 'utf8').matchAll(/"stackTrace": "([^"]*)"/g)].map(
+        (m) => `${file}: ${m[1]}`,
+      ),
+    );
+    expect(traces.length).toBeGreaterThan(0);
+    expect(traces.filter((t) => /\(\/|at \//.test(t))).toEqual([]);
+  });
+
   it('replay on the current workflow code', async () => {
     const results = new Map([
       ...(await replay(WORKFLOWS, production)),
