@@ -28,7 +28,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseConfig } from '../core/config';
-import type { Entry, Tier } from '../core/entry';
+import { lastWriteAt, type Entry, type Tier } from '../core/entry';
+import { awaitsCounting } from '../core/nightly/plans';
 import { NIGHT_PHASES } from '../core/nightly/registry';
 import { dayOf } from '../core/salience';
 import { recordRun } from '../store/runs';
@@ -155,8 +156,17 @@ async function load(
   }));
   for (let i = 0; i < logged.length; i += 1000) await store.queries.insertMany(logged.slice(i, i + 1000));
   // Entries whose terms the next night counts are not in the hot count yet (store/db.ts AgentRecord).
-  const counted = hot.filter((e) => !e.pending?.includes('terms')).length;
-  await store.agents.insertOne({ _id: agentId, firstWriteAt: 0, hot: counted, cold: cold.length });
+  const counted = hot.filter((e) => !awaitsCounting(e));
+  // A store at capacity has reclaimed before: reclaim reads hot from its oldest write day on
+  // (store/db.ts AgentRecord); the first reclaim of a store reads every hot entry instead.
+  const hotWrittenFrom = counted.reduce((day, e) => Math.min(day, dayOf(lastWriteAt(e))), Infinity);
+  await store.agents.insertOne({
+    _id: agentId,
+    firstWriteAt: 0,
+    hot: counted.length,
+    cold: cold.length,
+    hotWrittenFrom,
+  });
   await recordRun(store, {
     _id: consolidationRunId(agentId, lastNight!),
     kind: 'agent',

@@ -105,7 +105,7 @@ export function listedEntry(entry: Entry, tier: Tier, now: number, memory: Memor
 /** An entry as its page shows it: what it holds and where it stands, without the store's lookup keys. */
 export type ShownEntry = Omit<
   Entry,
-  'agentId' | 'termKeys' | 'liveKeys' | 'dormantKey' | 'pageKeys' | 'termCounts' | 'terms'
+  'agentId' | 'termKeys' | 'liveKeys' | 'dormantKey' | 'lastWriteKey' | 'pageKeys' | 'termCounts' | 'terms'
 > & { tier: Tier; state: EntryState; salienceNow: number };
 
 export function shownEntry(entry: Entry, tier: Tier, now: number, memory: MemoryPolicy): ShownEntry {
@@ -114,6 +114,7 @@ export function shownEntry(entry: Entry, tier: Tier, now: number, memory: Memory
     termKeys: _termKeys,
     liveKeys: _liveKeys,
     dormantKey: _dormantKey,
+    lastWriteKey: _lastWriteKey,
     pageKeys: _pageKeys,
     termCounts: _termCounts,
     terms: _terms,

@@ -84,11 +84,21 @@ export interface Entry {
   /** `<agentId> <dayOf(dormantAt)>`: how the night finds the entries that went dormant. */
   dormantKey?: string;
   /**
+   * `<agentId> <dayOf(lastWriteAt)>`: how reclaim reads hot from the entries written longest
+   * ago (core/nightly/phases.ts, reclaimPhase) instead of reading every hot entry.
+   */
+  lastWriteKey?: string;
+  /**
    * `<agentId> <first n characters of the id>` for n = 1 and 2: the agent's entries in pages
    * of about equal size, each read by equality, in id order (store/browse.ts).
    */
   pageKeys?: string[];
   version: number;
+}
+
+/** The last time the document was written: the original write or a refresh. */
+export function lastWriteAt(e: Pick<Entry, 'writtenAt' | 'refreshedAt'>): number {
+  return Math.max(e.writtenAt, e.refreshedAt ?? e.writtenAt);
 }
 
 /** What a newly stored entry (a write or a summary) leaves for the nightly run. */

@@ -103,7 +103,14 @@ const portableEntrySchema = z.strictObject({
  */
 export type PortableEntry = Omit<
   Entry,
-  'agentId' | 'termKeys' | 'liveKeys' | 'dormantKey' | 'pageKeys' | 'embeddedWith' | 'termCounts'
+  | 'agentId'
+  | 'termKeys'
+  | 'liveKeys'
+  | 'dormantKey'
+  | 'lastWriteKey'
+  | 'pageKeys'
+  | 'embeddedWith'
+  | 'termCounts'
 >;
 
 // A field added to Entry fails compilation here until the format says what becomes of it.
@@ -164,6 +171,7 @@ export function entryLine(entry: Entry, tier: Tier): EntryLine {
     termKeys: _termKeys,
     liveKeys,
     dormantKey: _dormantKey,
+    lastWriteKey: _lastWriteKey,
     pageKeys: _pageKeys,
     embeddedWith: _model,
     termCounts: _counts,

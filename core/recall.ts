@@ -143,6 +143,7 @@ export const NOT_IN_HIT_VIEW = [
   'atoms',
   'pending',
   'dormantKey',
+  'lastWriteKey',
 ] as const;
 
 /**

@@ -8,6 +8,7 @@ import {
 import type { Config } from '../core/config';
 import {
   buildEntry,
+  lastWriteAt,
   memoryPolicy,
   parseWriteRequest,
   type Entry,
@@ -36,7 +37,7 @@ import {
 import { rankCandidates, type Candidate, type RecallHit } from '../core/recall';
 import { reclaimPolicy } from '../core/nightly/reclaim';
 import { DECISIONS, PASS_PHASES, type Decision } from '../core/nightly/registry';
-import { salienceAt } from '../core/salience';
+import { dayOf, salienceAt } from '../core/salience';
 import { terms } from '../core/text';
 import { extractiveSummary } from '../llm/summariser';
 import { consolidationRunId, entryId, summaryId } from '../core/ids';
@@ -104,6 +105,8 @@ export class SimStore {
   /** Queries logged since the last nightly run (the refresh phase reads them). */
   private loggedQueries: { at: number; terms: string[]; hitIds: string[] }[] = [];
   private lastNight: number | undefined;
+  /** As the store keeps it (store/db.ts, AgentRecord): the first night's reclaim sets it. */
+  private hotWrittenFrom: number | undefined;
   /** Entry and tombstone ids by subject term: recall candidates are found through it. */
   private readonly bySubject = new Map<string, Set<string>>();
   private readonly stonesBySubject = new Map<string, Set<string>>();
@@ -245,6 +248,7 @@ export class SimStore {
       df: new Map(this.df),
       queries: [...this.loggedQueries],
       lastNight: this.lastNight,
+      hotWrittenFrom: this.hotWrittenFrom,
     };
   }
 
@@ -297,9 +301,11 @@ export class SimStore {
           .filter((l): l is Located => l !== undefined),
       documentFrequencies: async (list) => new Map(list.map((t) => [t, this.df.get(t) ?? 0])),
       countTerms: async (found) => {
-        for (const { entry: e } of found) {
+        for (const { entry: e, tier } of found) {
           this.settle(e._id, 'terms');
           for (const t of e.terms) this.df.set(t, (this.df.get(t) ?? 0) + 1);
+          if (tier === 'hot' && this.hotWrittenFrom !== undefined)
+            this.hotWrittenFrom = Math.min(this.hotWrittenFrom, dayOf(lastWriteAt(e)));
         }
       },
       settle: async (ids, work) => {
@@ -310,9 +316,19 @@ export class SimStore {
           .filter((q) => q.at <= run.asOf && (since === undefined || q.at > since))
           .map(({ terms, hitIds }) => ({ terms, hitIds, meaningIds: [] })),
       previousRunAsOf: async () => this.lastNight,
-      tierCounts: async () => ({ hot: this.hot.size, cold: this.cold.size }),
+      tierCounts: async () => ({
+        hot: this.hot.size,
+        cold: this.cold.size,
+        ...(this.hotWrittenFrom !== undefined && { hotWrittenFrom: this.hotWrittenFrom }),
+      }),
       hotStorage: () => batches([...this.hot.values()].sort((a, b) => (a._id < b._id ? -1 : 1))),
+      hotWrittenOn: async (day) => [...this.hot.values()].filter((e) => dayOf(lastWriteAt(e)) === day),
       setHotCount: async () => undefined,
+      // The simulation's entries need no key: it finds them by their write times.
+      keyWriteDays: async () => true,
+      setHotWrittenFrom: async (day, was) => {
+        if (this.hotWrittenFrom === was) this.hotWrittenFrom = day;
+      },
       copies: async (ids) =>
         ids.flatMap((id) =>
           (['hot', 'cold'] as const).flatMap((tier) => {

@@ -19,9 +19,13 @@ export async function registeredAgents(
 export async function tierCounts(
   store: Store,
   agentId: string,
-): Promise<{ hot: number | undefined; cold: number }> {
+): Promise<{ hot: number | undefined; cold: number; hotWrittenFrom?: number }> {
   const record = await store.agents.findOne({ _id: agentId });
-  return { hot: record?.hot, cold: Math.max(0, record?.cold ?? 0) };
+  return {
+    hot: record?.hot,
+    cold: Math.max(0, record?.cold ?? 0),
+    ...(record?.hotWrittenFrom !== undefined && { hotWrittenFrom: record.hotWrittenFrom }),
+  };
 }
 
 /** The agent's census counts (store/census.ts); undefined for an agent never written. */
@@ -58,6 +62,27 @@ export async function countDeleted(store: Store, agentId: string, tiers: readonl
   const inc: Partial<Record<Tier, number>> = {};
   for (const t of tiers) inc[t] = (inc[t] ?? 0) - 1;
   await store.agents.updateOne({ _id: agentId }, { $inc: inc });
+}
+
+/** Hot entries last written on `day` were counted: `hotWrittenFrom`, once kept, goes no later. */
+export async function countWrittenOn(store: Store, agentId: string, day: number): Promise<void> {
+  await store.agents.updateOne(
+    { _id: agentId, hotWrittenFrom: { $gt: day } },
+    { $set: { hotWrittenFrom: day } },
+  );
+}
+
+/** `hotWrittenFrom` becomes `day` only if it is still `was` (absent when undefined): a count may have lowered it meanwhile. */
+export async function setHotWrittenFrom(
+  store: Store,
+  agentId: string,
+  day: number,
+  was: number | undefined,
+): Promise<void> {
+  await store.agents.updateOne(
+    { _id: agentId, hotWrittenFrom: was ?? { $exists: false } },
+    { $set: { hotWrittenFrom: day } },
+  );
 }
 
 /** Reclaim read every hot entry: the exact count replaces the maintained one. */

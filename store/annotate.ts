@@ -5,7 +5,7 @@ import { recallStateOf, sameRecallState, widerRecallState, type RecallState } fr
 import { applyPatch, type EntryPatch } from '../core/nightly/plans';
 import { countChanges } from './census';
 import type { Store } from './db';
-import { gateKeys } from './entries';
+import { gateKeys, writeDayKey } from './entries';
 import { findById, tierCollection, TIERS } from './tiers';
 import { restateForRecall } from './vectors';
 
@@ -35,11 +35,14 @@ export async function annotate(
         break;
       }
       const update: UpdateFilter<Entry> = { $inc: { version: 1 } };
-      // A new `dormantAt` makes the entry live again for default recall's postings.
-      const set =
-        patch.set.dormantAt === undefined
-          ? patch.set
-          : { ...patch.set, ...gateKeys(entry, patch.set.dormantAt) };
+      // A new `dormantAt` makes the entry live again for default recall's postings; a refresh
+      // is a write, found by its day.
+      const set = {
+        ...patch.set,
+        ...(patch.set.dormantAt !== undefined && gateKeys(entry, patch.set.dormantAt)),
+        ...(patch.set.refreshedAt !== undefined &&
+          writeDayKey({ ...entry, refreshedAt: patch.set.refreshedAt })),
+      };
       if (Object.keys(set).length) update.$set = set;
       if (patch.unset.length) update.$unset = Object.fromEntries(patch.unset.map((k) => [k, '']));
       const patched = applyPatch(entry, { set, unset: patch.unset });

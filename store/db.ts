@@ -102,14 +102,21 @@ export interface TermStat {
  * out over these records and decides whether reclaim has work without reading any entries.
  * A new entry counts from the night that counts its terms (the write path pays nothing for
  * it); moves and deletions count as they happen. A crash between a change and its count can
- * leave them off by that change, until reclaim, which reads every hot entry when it runs,
- * sets the hot count again. `hot` is absent until the first night for an agent.
+ * leave them off by that change, until reclaim, when it reads every hot entry, sets the hot
+ * count again. `hot` is absent until the first night for an agent.
  */
 export interface AgentRecord {
   _id: string;
   firstWriteAt: number;
   hot?: number;
   cold?: number;
+  /**
+   * A day on or after which every counted hot entry was last written (`lastWriteKey`), so that
+   * reclaim reads hot from there on: set by the reclaim that first read every hot entry and
+   * keyed it, raised by each reclaim to the first day that held one, lowered as new entries
+   * count (the write path pays nothing for it).
+   */
+  hotWrittenFrom?: number;
   /** Its entries by tier and state, and its tombstones by kind (store/census.ts). */
   census?: CensusCounts;
   /** The ids whose erasure has begun and not ended (`*`: the whole agent's); store/erasure.ts. */
@@ -434,7 +441,8 @@ const TIER_INDEXES: readonly Record<string, 1>[] = [
 ];
 
 export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string, 1>[]>> = {
-  hot: TIER_INDEXES,
+  // `lastWriteKey`: reclaim reads hot by write day, from the oldest on.
+  hot: [...TIER_INDEXES, { lastWriteKey: 1 }],
   cold: TIER_INDEXES,
   tombstones: [{ termKeys: 1 }, { agentId: 1 }, { agentId: 1, subject: 1 }],
   // `at`: the nightly pruning deletes by age (store/retention.ts); `entryId`: an entry's

@@ -1,6 +1,6 @@
 import type { WriteStatus } from '../core/messages';
 import { MongoBulkWriteError, type Collection } from 'mongodb';
-import type { Entry, Provenance, Tier } from '../core/entry';
+import { lastWriteAt, type Entry, type Provenance, type Tier } from '../core/entry';
 import { entryId } from '../core/ids';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
@@ -38,6 +38,13 @@ export function gateKeys(
   };
 }
 
+/** The key of an entry's last write day, (re)set with `writtenAt` or `refreshedAt`. */
+export function writeDayKey(entry: Pick<Entry, 'agentId' | 'writtenAt' | 'refreshedAt'>): {
+  lastWriteKey: string;
+} {
+  return { lastWriteKey: termKey(entry.agentId, String(dayOf(lastWriteAt(entry)))) };
+}
+
 /**
  * The keys of the pages an entry is listed in (`pageKeys`): the first one and two characters of
  * its id, a digest's, so each page of a level holds about the same share of the agent.
@@ -56,6 +63,7 @@ export function indexedEntry(entry: Entry): Entry {
     ...entry,
     termKeys: termKeys(entry.agentId, entry.terms),
     ...gateKeys(entry, entry.dormantAt),
+    ...writeDayKey(entry),
     pageKeys: pageKeys(entry.agentId, entry._id),
   };
 }

@@ -1,14 +1,14 @@
-import type { Entry, PendingWork } from '../core/entry';
+import { lastWriteAt, type Entry, type PendingWork } from '../core/entry';
 import type { Located, NightRun, NightStore } from '../core/nightly/phases';
 import { awaitsCounting } from '../core/nightly/plans';
 import { removeSummary, summariesDerivedFrom } from './forget';
 import { dayOf } from '../core/salience';
 import type { ReclaimEntry } from '../core/nightly/reclaim';
-import { countArrived, setHotCount, tierCounts } from './agents';
+import { countArrived, countWrittenOn, setHotCount, setHotWrittenFrom, tierCounts } from './agents';
 import { countChanges } from './census';
 import { allWithin } from '../core/allWithin';
 import { CALL_FAN_OUT, inBatches, type QueryLogRecord, type Store } from './db';
-import { entriesWithTerm } from './entries';
+import { entriesWithTerm, writeDayKey } from './entries';
 import { countEvents } from './ledger';
 import {
   dropLiveKeys,
@@ -91,6 +91,8 @@ async function countEntryTerms(
   );
 }
 
+const writtenDay = (e: Pick<Entry, 'writtenAt' | 'refreshedAt'>) => dayOf(lastWriteAt(e));
+
 const RECLAIM_FIELDS = {
   _id: 1,
   kind: 1,
@@ -103,13 +105,14 @@ const RECLAIM_FIELDS = {
   dormantAt: 1,
   subsumedBy: 1,
   pending: 1,
+  lastWriteKey: 1,
 };
 
 /**
  * The nightly phases' view of one agent in MongoDB (core/nightly/phases.ts). Reads are equality on
  * indexed fields (`pending`, `terms`, `subject`, `day`, the ledger's run and event) or point
- * reads by `_id`; the one read of a whole tier is reclaim's, and only when the maintained hot
- * count is over the high watermark.
+ * reads by `_id`; the one read of a whole tier is reclaim's, only when the maintained hot
+ * count is over the high watermark and hot's oldest write days do not hold what must leave.
  */
 export function mongoNight(store: Store, run: NightRun, batch: number): NightStore {
   const { agentId } = run;
@@ -194,11 +197,14 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       );
       // Each entry read again after its count: one erased meanwhile has its count withdrawn.
       await countEntryTerms(store, agentId, entries);
-      await countArrived(
-        store,
-        agentId,
-        found.filter((f) => f.tier === 'hot' && awaitsCounting(f.entry)).length,
-      );
+      const arrived = found.filter((f) => f.tier === 'hot' && awaitsCounting(f.entry)).map((f) => f.entry);
+      await countArrived(store, agentId, arrived.length);
+      if (arrived.length > 0)
+        await countWrittenOn(
+          store,
+          agentId,
+          arrived.reduce((day, e) => Math.min(day, writtenDay(e)), Infinity),
+        );
       await countChanges(
         store,
         agentId,
@@ -229,7 +235,37 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
     async *hotStorage() {
       yield* inBatches<ReclaimEntry>(store.hot as never, { agentId }, batch, RECLAIM_FIELDS);
     },
+    async hotWrittenOn(day) {
+      const written = await store.hot
+        .find(
+          { lastWriteKey: termKey(agentId, String(day)) },
+          { projection: { ...RECLAIM_FIELDS, agentId: 1 } },
+        )
+        .toArray();
+      return written.filter((e) => e.agentId === agentId && writtenDay(e) === day);
+    },
     setHotCount: (hot) => setHotCount(store, agentId, hot),
+    // Guarded by the write times the key derives from, not the version: a key changes no decision.
+    async keyWriteDays(entries) {
+      const unkeyed = entries.filter((e) => e.lastWriteKey === undefined);
+      if (unkeyed.length === 0) return true;
+      const res = await store.hot.bulkWrite(
+        unkeyed.map((e) => ({
+          updateOne: {
+            filter: {
+              _id: e._id,
+              agentId,
+              writtenAt: e.writtenAt,
+              refreshedAt: e.refreshedAt ?? { $exists: false },
+            },
+            update: { $set: writeDayKey({ ...e, agentId }) },
+          },
+        })),
+        { ordered: false },
+      );
+      return res.matchedCount === unkeyed.length;
+    },
+    setHotWrittenFrom: (day, was) => setHotWrittenFrom(store, agentId, day, was),
     stored: (ids) => storedEntries(store, agentId, ids),
     async copies(ids) {
       const byTier = await Promise.all(TIERS.map((tier) => findByIds(tierCollection(store, tier), ids)));

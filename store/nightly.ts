@@ -27,7 +27,7 @@ import { annotate, widenForRecall } from './annotate';
 import { countArrived, countMoved } from './agents';
 import { countChanges, countTombstones } from './census';
 import { CALL_FAN_OUT, insertIgnoringExisting, type Store } from './db';
-import { gateKeys, insertNewEntries, termKeys } from './entries';
+import { gateKeys, insertNewEntries, termKeys, writeDayKey } from './entries';
 import { deleteEntry, withdrawErased } from './erasure';
 import { ledgerId, recordEvent, recordEvents, type RunContext } from './ledger';
 import { findById, locateEntry, tierCollection } from './tiers';
@@ -210,6 +210,7 @@ export async function refreshHotEntries(
             $set: {
               ...refreshPatch(step, ctx.asOf).set,
               ...gateKeys({ agentId: ctx.agentId, terms: step.entry.terms }, step.dormantAt),
+              ...writeDayKey({ ...step.entry, refreshedAt: ctx.asOf }),
             },
             $inc: { version: 1 },
           },
@@ -249,6 +250,7 @@ export async function rehydrateEntry(store: Store, ctx: RunContext, step: Refres
   const moved = await moveBetweenTiers(agentTiers(store, ctx.agentId), step.id, 'cold', 'hot', (cold) => ({
     ...applyPatch(cold, { set: patch.set, unset: ['spilledAt'] }),
     ...gateKeys(cold, step.dormantAt),
+    ...writeDayKey({ ...cold, refreshedAt: ctx.asOf }),
     version: cold.version + 1,
   }));
   await restateForRecall(store, ctx.agentId, [step.id], ctx.asOf);

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { Entry, Tier } from '../core/entry';
+import { lastWriteAt, type Entry, type Tier } from '../core/entry';
+import { dayOf } from '../core/salience';
 import { InvalidInputError, NotFoundError } from '../core/errors';
 import { countTerms } from '../core/text';
 import {
@@ -11,10 +12,10 @@ import {
   type EntryLine,
   type TombstoneLine,
 } from '../core/exportFormat';
-import { registerAgent } from './agents';
+import { countWrittenOn, registerAgent } from './agents';
 import { countChanges, countTombstones } from './census';
 import { inBatches, insertIgnoringExisting, isErasure, type Store, type Tombstone } from './db';
-import { gateKeys, pageKeys, termKeys } from './entries';
+import { gateKeys, pageKeys, termKeys, writeDayKey } from './entries';
 import { findById, TIERS, tierCollection } from './tiers';
 import { termKey } from './terms';
 
@@ -219,6 +220,12 @@ class PageWriter {
       // one whose work is still pending is counted by the night, as it would have been.
       const settled = inserted.filter((e) => !e.pending?.includes('terms'));
       if (tier === 'hot') counts.hot = settled.length;
+      if (tier === 'hot' && settled.length > 0)
+        await countWrittenOn(
+          this.store,
+          this.agentId,
+          Math.min(...settled.map((e) => dayOf(lastWriteAt(e)))),
+        );
       else counts.cold = inserted.length;
       // An entry mid-move (in both tiers) is one entry: its hot copy registered its id.
       const alsoHot = await Promise.all(
@@ -295,6 +302,7 @@ class PageWriter {
     };
     const { liveKeys, dormantKey } = gateKeys(entry, entry.dormantAt);
     entry.dormantKey = dormantKey;
+    entry.lastWriteKey = writeDayKey(entry).lastWriteKey;
     if (live) entry.liveKeys = liveKeys;
     if (portable.supersededBy !== undefined) entry.supersededBy = this.mapId(portable.supersededBy);
     if (portable.supersedes !== undefined) entry.supersedes = this.mapId(portable.supersedes);

@@ -7,7 +7,7 @@ import {
   type ClusterOptions,
   type MeaningNeighbours,
 } from './clusters';
-import type { Entry, MemoryPolicy, PendingWork, Tier } from '../entry';
+import { lastWriteAt, type Entry, type MemoryPolicy, type PendingWork, type Tier } from '../entry';
 import {
   awaitsCounting,
   dueForExpiry,
@@ -24,6 +24,8 @@ import { DAY_MS, dayOf } from '../salience';
 import { POSTINGS_BUDGET, rankCandidates } from '../recall';
 import {
   planReclaim,
+  planReclaimOf,
+  reclaimTarget,
   reclaimStep,
   standsIn,
   type ReclaimEntry,
@@ -92,11 +94,24 @@ export interface NightStore {
   queriesSince(since: number | undefined): Promise<LoggedQuery[]>;
   /** The `asOf` of the agent's latest completed run before this one. */
   previousRunAsOf(): Promise<number | undefined>;
-  /** Entries per tier; `hot` undefined when it was never counted. */
-  tierCounts(): Promise<{ hot: number | undefined; cold: number }>;
+  /**
+   * Entries per tier (`hot` undefined when it was never counted), and `hotWrittenFrom`: a day
+   * on or after which every counted hot entry was last written, undefined until reclaim has
+   * given every hot entry its write day.
+   */
+  tierCounts(): Promise<{ hot: number | undefined; cold: number; hotWrittenFrom?: number }>;
   /** Every hot entry, as reclaim reads it (storage signals and the two-key facts). */
   hotStorage(): AsyncIterable<ReclaimEntry[]>;
+  /** The hot entries last written on this day (by `lastWriteKey`), as reclaim reads them. */
+  hotWrittenOn(day: number): Promise<ReclaimEntry[]>;
   setHotCount(hot: number): Promise<void>;
+  /**
+   * Gives those of these entries stored before write days were kept their `lastWriteKey`, each
+   * only while its write times are as read: false when one changed meanwhile (it may lack it).
+   */
+  keyWriteDays(entries: readonly ReclaimEntry[]): Promise<boolean>;
+  /** `hotWrittenFrom` becomes `day`, unless it is no longer `was` (a count lowered it meanwhile). */
+  setHotWrittenFrom(day: number, was: number | undefined): Promise<void>;
   /** Every stored copy of these ids (two for an entry mid-move); ids no longer stored are left out. */
   copies(ids: readonly string[]): Promise<Located[]>;
   /** The entries of these ids still stored (either tier), oldest first, and the ids no longer stored. */
@@ -501,11 +516,36 @@ export async function supersedePhase(
 /**
  * Above the high watermark, rank the hot entries by storage signals alone and spill or evict
  * them down to the low watermark (docs/nightly.md, Nightly reflective consolidation). The maintained hot
- * count says whether there is work without reading any entry; when there is, every hot entry is
- * read once (which also sets the count again), and then the planned ones whole, a batch at a
- * time. The plan is recomputed on every attempt — hot's own contents are the cursor.
+ * count says whether there is work without reading any entry; when there is, hot is read from
+ * its oldest write day on until those days hold all that must leave (`oldestWritten`), else
+ * every hot entry is read once (which also sets the count again); then the planned ones whole,
+ * a batch at a time. The plan is recomputed on every attempt — hot's own contents are the cursor.
  */
 const STAND_IN_GONE = 'dead, but its stand-in no longer stands in for it: spilled instead';
+
+/**
+ * Hot's entries from `from`, a write day at a time, until they number `need` (at the end of a
+ * day, so that every entry not read was written later than all that were), or undefined when
+ * the days up to `asOf` do not hold that many: the full read decides then. `from` comes back as
+ * the first day that held an entry.
+ */
+async function oldestWritten(
+  night: NightStore,
+  from: number,
+  need: number,
+  asOf: number,
+  progress: Progress,
+): Promise<{ entries: ReclaimEntry[]; from: number } | undefined> {
+  const entries: ReclaimEntry[] = [];
+  let first: number | undefined;
+  for (let day = from; day <= dayOf(asOf) && entries.length < need; day++) {
+    const written = await night.hotWrittenOn(day);
+    if (written.length > 0) first ??= day;
+    entries.push(...written);
+    progress({ read: entries.length });
+  }
+  return entries.length >= need ? { entries, from: first ?? from } : undefined;
+}
 
 /** An eviction's stand-in, read now: it must exist and stand in for the entry (`standsIn`). */
 async function standingIn(
@@ -528,12 +568,30 @@ export async function reclaimPhase(
   const counts = await night.tierCounts();
   let hotBefore = counts.hot ?? 0;
   if (counts.hot === undefined || counts.hot > policy.reclaim.hotCapacity * policy.reclaim.highWatermark) {
-    const hot = await collect(night.hotStorage(), progress);
-    hotBefore = hot.length;
-    // New writes count from the night that counts their terms (this one, or the next for
-    // one written since it started); summaries from the night that writes them.
-    await night.setHotCount(hot.filter((e) => !awaitsCounting(e)).length);
-    const plan = planReclaim(hot, run.asOf, policy.reclaim);
+    const need = reclaimTarget(counts.hot ?? 0, policy.reclaim);
+    const oldest =
+      counts.hot !== undefined && counts.hotWrittenFrom !== undefined
+        ? await oldestWritten(night, counts.hotWrittenFrom, need, run.asOf, progress)
+        : undefined;
+    let plan: ReclaimStep[];
+    if (oldest) {
+      plan = planReclaimOf(oldest.entries, need, run.asOf, policy.reclaim);
+      // Days before the first that held an entry are empty: the next night starts there.
+      if (oldest.from !== counts.hotWrittenFrom)
+        await night.setHotWrittenFrom(oldest.from, counts.hotWrittenFrom);
+    } else {
+      const hot = await collect(night.hotStorage(), progress);
+      hotBefore = hot.length;
+      // New writes count from the night that counts their terms (this one, or the next for
+      // one written since it started); summaries from the night that writes them.
+      await night.setHotCount(hot.filter((e) => !awaitsCounting(e)).length);
+      // Once every hot entry has its write day, the next nights read hot from the oldest.
+      if (counts.hotWrittenFrom === undefined && (await night.keyWriteDays(hot))) {
+        const oldest = hot.reduce((day, e) => Math.min(day, dayOf(lastWriteAt(e))), dayOf(run.asOf));
+        await night.setHotWrittenFrom(oldest, undefined);
+      }
+      plan = planReclaim(hot, run.asOf, policy.reclaim);
+    }
     for (let i = 0; i < plan.length; i += policy.batch) {
       const steps = plan.slice(i, i + policy.batch);
       const { present } = await night.stored(steps.map((s) => s.id));

@@ -1,5 +1,5 @@
 import { assertEvictionBoundary } from '../config';
-import { isExpired, type Entry, type EntryKind } from '../entry';
+import { isExpired, lastWriteAt, type Entry, type EntryKind } from '../entry';
 import { reclaimAction, type EvictionInput, type ReclaimAction } from '../eviction';
 import { HOUR_MS } from '../salience';
 
@@ -33,10 +33,14 @@ export const oldestWriteFirst: ReclaimRanking = {
   compare: (a, b) => a.lastWriteAt - b.lastWriteAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0),
 };
 
-/** The fields of an entry reclaim reads: storage signals plus the two-key check's facts. */
+/**
+ * The fields of an entry reclaim reads: storage signals plus the two-key check's facts, and
+ * the `lastWriteKey` that an entry stored before write days were kept lacks.
+ */
 export type ReclaimEntry = Pick<
   Entry,
   | '_id'
+  | 'lastWriteKey'
   | 'kind'
   | 'tokens'
   | 'writtenAt'
@@ -57,7 +61,7 @@ export function storageView(e: ReclaimEntry): StorageView {
     kind: e.kind,
     tokens: e.tokens,
     writtenAt: e.writtenAt,
-    lastWriteAt: Math.max(e.writtenAt, e.refreshedAt ?? e.writtenAt),
+    lastWriteAt: lastWriteAt(e),
     volatile: e.validity.volatile,
     invalidated: !e.isActive || e.expiredAt !== undefined,
   };
@@ -126,13 +130,27 @@ export function planReclaim(
   policy: ReclaimPolicy,
   ranking: ReclaimRanking = oldestWriteFirst,
 ): ReclaimStep[] {
+  return planReclaimOf(hot, reclaimTarget(hot.length, policy), asOf, policy, ranking);
+}
+
+/**
+ * The same plan from `candidates` that hold hot's first `need` entries in the ranking's order
+ * (every hot entry left out ranks after all of them): reclaim reads hot from its oldest write
+ * day until it has them, rather than every entry.
+ */
+export function planReclaimOf(
+  candidates: readonly ReclaimEntry[],
+  need: number,
+  asOf: number,
+  policy: ReclaimPolicy,
+  ranking: ReclaimRanking = oldestWriteFirst,
+): ReclaimStep[] {
   // A policy that cannot tell dormant from dead plans nothing, even with room to spare
   // (docs/invariants.md, Eviction boundary).
   assertEvictionBoundary(policy.reclaimFloor, policy.gateThreshold);
-  const need = reclaimTarget(hot.length, policy);
   if (need === 0) return [];
-  const byId = new Map(hot.map((e) => [e._id, e]));
-  const ranked = hot.map(storageView).sort((a, b) => ranking.compare(a, b));
+  const byId = new Map(candidates.map((e) => [e._id, e]));
+  const ranked = candidates.map(storageView).sort((a, b) => ranking.compare(a, b));
   return ranked.slice(0, need).map((view, rank) => reclaimStep(byId.get(view.id)!, rank, asOf, policy));
 }
 

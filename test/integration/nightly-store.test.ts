@@ -3,10 +3,10 @@ import type { Collection } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
-import { refreshPhase, type NightPolicy } from '../../core/nightly/phases';
+import { reclaimPhase, refreshPhase, type NightPolicy } from '../../core/nightly/phases';
 import { refreshPolicy } from '../../core/nightly/plans';
 import { reclaimPolicy, type ReclaimStep } from '../../core/nightly/reclaim';
-import { DAY_MS, HOUR_MS } from '../../core/salience';
+import { DAY_MS, dayOf, HOUR_MS } from '../../core/salience';
 import { parseConfig } from '../../core/config';
 import { storeLimitsOf } from '../../store/guard';
 import { CALL_FAN_OUT, openStore, type Store } from '../../store/db';
@@ -326,6 +326,138 @@ describe("the refresh's reads", () => {
       expect(after.get(e._id)?.liveKeys).toBeUndefined();
     }
     for (const e of live) expect(after.get(e._id)?.liveKeys).toEqual(e.liveKeys);
+  });
+});
+
+/** The collection with every entry its finds return, by `toArray` or by iterating, passed to `seen`. */
+function withReadsSeen(collection: Collection<Entry>, seen: (docs: Entry[]) => void): Collection<Entry> {
+  const observed = (cursor: object): object =>
+    new Proxy(cursor, {
+      get(c, key, r) {
+        const member: unknown = Reflect.get(c, key, r);
+        if (typeof member !== 'function') return member;
+        const call = (member as (...args: unknown[]) => unknown).bind(c);
+        if (key === 'toArray')
+          return async () => {
+            const docs = (await call()) as Entry[];
+            seen(docs);
+            return docs;
+          };
+        if (key === Symbol.asyncIterator)
+          return async function* () {
+            for await (const doc of call() as AsyncIterable<Entry>) {
+              seen([doc]);
+              yield doc;
+            }
+          };
+        return (...args: unknown[]) => {
+          const out = call(...args);
+          return out === c ? observed(c) : out;
+        };
+      },
+    });
+  return new Proxy(collection, {
+    get(target, prop, receiver) {
+      const value: unknown = Reflect.get(target, prop, receiver);
+      if (typeof value !== 'function') return value;
+      const bound = (value as (...args: unknown[]) => unknown).bind(target);
+      if (prop !== 'find') return bound;
+      return (...args: unknown[]) => observed(bound(...args) as object);
+    },
+  });
+}
+
+describe("reclaim's reads", () => {
+  const config = parseConfig({});
+  // Capacity 100, down to 90: from a hot of 120, the 30 written longest ago leave.
+  const nightPolicy: NightPolicy = {
+    memory: policy,
+    refresh: refreshPolicy(config),
+    reclaim: reclaimPolicy({ ...config, hotCapacity: 100 }),
+    cluster: { similarity: config.clusterSimilarity, neighbours: config.clusterNeighbours },
+    batch: 50,
+    queryLogRetentionDays: config.queryLogRetentionDays,
+  };
+  /** 20 entries written on each of days 0..5 after T0, an hour apart; one of day 0 refreshed on day 5. */
+  function sixDays(a: string): Entry[] {
+    return Array.from({ length: 120 }, (_, i) => {
+      const day = Math.floor(i / 20);
+      const writtenAt = T0 + day * DAY_MS + (i % 20) * HOUR_MS;
+      const refreshedAt = i === 3 ? T0 + 5 * DAY_MS + HOUR_MS : undefined;
+      return settledEntry(
+        entry(a, `${a}/d${day}-${String(i % 20).padStart(2, '0')}`, `The ferry log ${i}`, {
+          writtenAt,
+          ...(refreshedAt !== undefined && { refreshedAt }),
+        }),
+        T0,
+      );
+    });
+  }
+  const oldestWriteFirst = (entries: readonly Entry[]) =>
+    [...entries]
+      .sort((x, y) => Math.max(x.writtenAt, x.refreshedAt ?? 0) - Math.max(y.writtenAt, y.refreshedAt ?? 0))
+      .map((e) => e._id);
+
+  it('reads hot from its oldest write day until those days hold what must leave, and moves the oldest written', async () => {
+    const a = `a-${randomUUID()}`;
+    const hotEntries = sixDays(a);
+    await store.hot.insertMany(hotEntries);
+    await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 120, cold: 0, hotWrittenFrom: dayOf(T0) });
+    const read = new Set<string>();
+    const hot = withReadsSeen(store.hot, (docs) => docs.forEach((d) => read.add(d._id)));
+    const { spilled, evicted } = await reclaimPhase(
+      mongoNight({ ...store, hot }, ctx(a), 50),
+      ctx(a),
+      nightPolicy,
+    );
+    expect(spilled + evicted).toBe(30);
+    const left = new Set(
+      (await store.hot.find({ agentId: a }, { projection: { _id: 1 } }).toArray()).map((e) => e._id),
+    );
+    expect(hotEntries.map((e) => e._id).filter((id) => !left.has(id))).toEqual(
+      expect.arrayContaining(oldestWriteFirst(hotEntries).slice(0, 30)),
+    );
+    // Refreshed on day 5: a late write, so it stays.
+    expect(left.has(hotEntries[3]!._id)).toBe(true);
+    // Days 0 and 1 hold the 30 (day 0's 19 and 11 of day 1's 20): nothing written later is read.
+    expect([...read].filter((id) => !/\/d[01]-/.test(id))).toEqual([]);
+    // Day 0 still holds an entry, so the next night starts there again.
+    expect((await store.agents.findOne({ _id: a }))?.hotWrittenFrom).toBe(dayOf(T0));
+  });
+
+  it('reads every hot entry of a store kept before write days, and keys each so that the next reclaim reads from the oldest day', async () => {
+    const a = `a-${randomUUID()}`;
+    const hotEntries = sixDays(a).map(({ lastWriteKey: _key, ...e }) => e);
+    await store.hot.insertMany(hotEntries);
+    await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 120, cold: 0 });
+    const read = new Set<string>();
+    const hot = withReadsSeen(store.hot, (docs) => docs.forEach((d) => read.add(d._id)));
+    await reclaimPhase(mongoNight({ ...store, hot }, ctx(a), 50), ctx(a), nightPolicy);
+    expect(read.size).toBe(120);
+    const after = await store.hot.find({ agentId: a }).toArray();
+    expect(after).toHaveLength(90);
+    for (const e of after)
+      expect(e.lastWriteKey).toBe(`${a} ${dayOf(Math.max(e.writtenAt, e.refreshedAt ?? 0))}`);
+    expect((await store.agents.findOne({ _id: a }))?.hotWrittenFrom).toBe(dayOf(T0));
+  });
+
+  it('counts a new entry written before the day reclaim reads from, and moves it first', async () => {
+    const a = `a-${randomUUID()}`;
+    const hotEntries = sixDays(a);
+    await store.hot.insertMany(hotEntries);
+    await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 120, cold: 0, hotWrittenFrom: dayOf(T0) });
+    // Written since the last night with a time of its own, three days before any other.
+    const late = entry(a, `${a}/backdated`, 'The ferry log backdated', { writtenAt: T0 - 3 * DAY_MS });
+    await insertNewEntries(store, [late]);
+    const night = mongoNight(store, ctx(a), 50);
+    const found = (await store.hot.find({ _id: late._id }).toArray()).map((e) => ({
+      entry: e,
+      tier: 'hot' as const,
+    }));
+    await night.countTerms(found);
+    expect((await store.agents.findOne({ _id: a }))?.hotWrittenFrom).toBe(dayOf(T0) - 3);
+    await reclaimPhase(night, ctx(a), nightPolicy);
+    expect(await tiersOf(a, late._id)).toEqual(['cold']);
   });
 });
 

@@ -5,6 +5,7 @@ import { decideEviction, reclaimAction, type EvictionInput } from '../../core/ev
 import {
   oldestWriteFirst,
   planReclaim,
+  planReclaimOf,
   reclaimTarget,
   standsIn,
   storageView,
@@ -13,7 +14,7 @@ import {
   type ReclaimRanking,
   type StorageView,
 } from '../../core/nightly/reclaim';
-import { DAY_MS, HOUR_MS } from '../../core/salience';
+import { DAY_MS, dayOf, HOUR_MS } from '../../core/salience';
 
 /** The two-key check as a table, written independently of core/eviction.ts. */
 function designTable(i: EvictionInput): 'evict' | 'spill' | 'keep' | 'boundary' {
@@ -171,6 +172,23 @@ describe('reclaim on random stores, clocks and configurations', () => {
           expect(chosen.length).toBe(reclaimTarget(store.length, policy));
         },
       ),
+    );
+  });
+
+  it('planned from the oldest write days that hold what must leave, the plan is the one from every hot entry', () => {
+    fc.assert(
+      fc.property(storeArb(), policyArb, (store, policy) => {
+        fc.pre(validPolicy(policy));
+        const need = reclaimTarget(store.length, policy);
+        const day = (e: ReclaimEntry) => dayOf(Math.max(e.writtenAt, e.refreshedAt ?? e.writtenAt));
+        const days = [...new Set(store.map(day))].sort((x, y) => x - y);
+        const candidates: ReclaimEntry[] = [];
+        for (const d of days) {
+          if (candidates.length >= need) break;
+          candidates.push(...store.filter((e) => day(e) === d));
+        }
+        expect(planReclaimOf(candidates, need, ASOF, policy)).toEqual(planReclaim(store, ASOF, policy));
+      }),
     );
   });
 
