@@ -65,12 +65,14 @@ function entry(agentId: string, id: string, text: string, extra: Partial<Entry> 
 }
 
 /**
- * The collection with every `toArray` of its finds run through `around` (`limit` and the like
- * return the cursor again, so theirs are too): how a test sees the reads a phase makes.
+ * The collection with every `toArray` of its finds run through `around`, and every document
+ * its finds' cursors yield when iterated passed to `iterated` (`limit` and the like return
+ * the cursor again, so theirs are too): how a test sees the reads a phase makes.
  */
 function withFindsRead(
   collection: Collection<Entry>,
   around: (toArray: () => Promise<Entry[]>) => Promise<Entry[]>,
+  iterated: (doc: Entry) => void = () => undefined,
 ): Collection<Entry> {
   const observed = (cursor: object): object =>
     new Proxy(cursor, {
@@ -79,6 +81,13 @@ function withFindsRead(
         if (typeof member !== 'function') return member;
         const call = (member as (...args: unknown[]) => unknown).bind(c);
         if (key === 'toArray') return () => around(() => call() as Promise<Entry[]>);
+        if (key === Symbol.asyncIterator)
+          return async function* () {
+            for await (const doc of call() as AsyncIterable<Entry>) {
+              iterated(doc);
+              yield doc;
+            }
+          };
         return (...args: unknown[]) => {
           const out = call(...args);
           return out === c ? observed(c) : out;
@@ -94,6 +103,19 @@ function withFindsRead(
       return (...args: unknown[]) => observed(bound(...args) as object);
     },
   });
+}
+
+/** The collection with the id of every entry its finds return, read whole or iterated, added to `read`. */
+function withReadsSeen(collection: Collection<Entry>, read: Set<string>): Collection<Entry> {
+  return withFindsRead(
+    collection,
+    async (toArray) => {
+      const docs = await toArray();
+      for (const d of docs) read.add(d._id);
+      return docs;
+    },
+    (doc) => read.add(doc._id),
+  );
 }
 
 async function tiersOf(agentId: string, id: string): Promise<string[]> {
@@ -329,44 +351,6 @@ describe("the refresh's reads", () => {
   });
 });
 
-/** The collection with every entry its finds return, by `toArray` or by iterating, passed to `seen`. */
-function withReadsSeen(collection: Collection<Entry>, seen: (docs: Entry[]) => void): Collection<Entry> {
-  const observed = (cursor: object): object =>
-    new Proxy(cursor, {
-      get(c, key, r) {
-        const member: unknown = Reflect.get(c, key, r);
-        if (typeof member !== 'function') return member;
-        const call = (member as (...args: unknown[]) => unknown).bind(c);
-        if (key === 'toArray')
-          return async () => {
-            const docs = (await call()) as Entry[];
-            seen(docs);
-            return docs;
-          };
-        if (key === Symbol.asyncIterator)
-          return async function* () {
-            for await (const doc of call() as AsyncIterable<Entry>) {
-              seen([doc]);
-              yield doc;
-            }
-          };
-        return (...args: unknown[]) => {
-          const out = call(...args);
-          return out === c ? observed(c) : out;
-        };
-      },
-    });
-  return new Proxy(collection, {
-    get(target, prop, receiver) {
-      const value: unknown = Reflect.get(target, prop, receiver);
-      if (typeof value !== 'function') return value;
-      const bound = (value as (...args: unknown[]) => unknown).bind(target);
-      if (prop !== 'find') return bound;
-      return (...args: unknown[]) => observed(bound(...args) as object);
-    },
-  });
-}
-
 describe("reclaim's reads", () => {
   const config = parseConfig({});
   // Capacity 100, down to 90: from a hot of 120, the 30 written longest ago leave.
@@ -404,7 +388,7 @@ describe("reclaim's reads", () => {
     await store.hot.insertMany(hotEntries);
     await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 120, cold: 0, hotWrittenFrom: dayOf(T0) });
     const read = new Set<string>();
-    const hot = withReadsSeen(store.hot, (docs) => docs.forEach((d) => read.add(d._id)));
+    const hot = withReadsSeen(store.hot, read);
     const { spilled, evicted } = await reclaimPhase(
       mongoNight({ ...store, hot }, ctx(a), 50),
       ctx(a),
@@ -431,7 +415,7 @@ describe("reclaim's reads", () => {
     await store.hot.insertMany(hotEntries);
     await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 120, cold: 0 });
     const read = new Set<string>();
-    const hot = withReadsSeen(store.hot, (docs) => docs.forEach((d) => read.add(d._id)));
+    const hot = withReadsSeen(store.hot, read);
     await reclaimPhase(mongoNight({ ...store, hot }, ctx(a), 50), ctx(a), nightPolicy);
     expect(read.size).toBe(120);
     const after = await store.hot.find({ agentId: a }).toArray();
