@@ -19,13 +19,19 @@ export async function registeredAgents(
 export async function tierCounts(
   store: Store,
   agentId: string,
-): Promise<{ hot: number | undefined; cold: number; hotWrittenFrom?: number }> {
+): Promise<{ hot: number | undefined; cold: number; hotWrittenFrom?: number; hotCountInDoubt?: true }> {
   const record = await store.agents.findOne({ _id: agentId });
   return {
     hot: record?.hot,
     cold: Math.max(0, record?.cold ?? 0),
     ...(record?.hotWrittenFrom !== undefined && { hotWrittenFrom: record.hotWrittenFrom }),
+    ...(record?.hotCountInDoubt && { hotCountInDoubt: true as const }),
   };
+}
+
+/** A phase of the agent's night is retried: the next reclaim counts hot again (AgentRecord). */
+export async function doubtHotCount(store: Store, agentId: string): Promise<void> {
+  await store.agents.updateOne({ _id: agentId }, { $set: { hotCountInDoubt: true } });
 }
 
 /** The agent's census counts (store/census.ts); undefined for an agent never written. */
@@ -87,7 +93,7 @@ export async function setHotWrittenFrom(
 
 /** Reclaim read every hot entry: the exact count replaces the maintained one. */
 export async function setHotCount(store: Store, agentId: string, hot: number): Promise<void> {
-  await store.agents.updateOne({ _id: agentId }, { $set: { hot } });
+  await store.agents.updateOne({ _id: agentId }, { $set: { hot }, $unset: { hotCountInDoubt: '' } });
 }
 
 /** How many tombstones the agent has (a read of its tombstones, which are few). */

@@ -117,6 +117,11 @@ export interface AgentRecord {
    * count (the write path pays nothing for it).
    */
   hotWrittenFrom?: number;
+  /**
+   * A phase of a night was retried: its first attempt may have stopped between a change and
+   * its count, so the next reclaim reads every hot entry, which sets the count again.
+   */
+  hotCountInDoubt?: true;
   /** Its entries by tier and state, and its tombstones by kind (store/census.ts). */
   census?: CensusCounts;
   /** The ids whose erasure has begun and not ended (`*`: the whole agent's); store/erasure.ts. */

@@ -146,6 +146,30 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
     }
   }
 
+  /**
+   * `lastWriteKey` on those of the entries that lack it, guarded by the write times the key
+   * derives from, not the version: a key changes no decision.
+   */
+  async function keyWriteDays(entries: readonly ReclaimEntry[]): Promise<boolean> {
+    const unkeyed = entries.filter((e) => e.lastWriteKey === undefined);
+    if (unkeyed.length === 0) return true;
+    const res = await store.hot.bulkWrite(
+      unkeyed.map((e) => ({
+        updateOne: {
+          filter: {
+            _id: e._id,
+            agentId,
+            writtenAt: e.writtenAt,
+            refreshedAt: e.refreshedAt ?? { $exists: false },
+          },
+          update: { $set: writeDayKey({ ...e, agentId }) },
+        },
+      })),
+      { ordered: false },
+    );
+    return res.matchedCount === unkeyed.length;
+  }
+
   return {
     pending,
     // A few terms' reads at once (CALL_FAN_OUT), yielded in the terms' order.
@@ -199,6 +223,8 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       await countEntryTerms(store, agentId, entries);
       const arrived = found.filter((f) => f.tier === 'hot' && awaitsCounting(f.entry)).map((f) => f.entry);
       await countArrived(store, agentId, arrived.length);
+      // One stored by a worker of a version before write days gets its day as it counts.
+      await keyWriteDays(arrived);
       if (arrived.length > 0)
         await countWrittenOn(
           store,
@@ -245,26 +271,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       return written.filter((e) => e.agentId === agentId && writtenDay(e) === day);
     },
     setHotCount: (hot) => setHotCount(store, agentId, hot),
-    // Guarded by the write times the key derives from, not the version: a key changes no decision.
-    async keyWriteDays(entries) {
-      const unkeyed = entries.filter((e) => e.lastWriteKey === undefined);
-      if (unkeyed.length === 0) return true;
-      const res = await store.hot.bulkWrite(
-        unkeyed.map((e) => ({
-          updateOne: {
-            filter: {
-              _id: e._id,
-              agentId,
-              writtenAt: e.writtenAt,
-              refreshedAt: e.refreshedAt ?? { $exists: false },
-            },
-            update: { $set: writeDayKey({ ...e, agentId }) },
-          },
-        })),
-        { ordered: false },
-      );
-      return res.matchedCount === unkeyed.length;
-    },
+    keyWriteDays,
     setHotWrittenFrom: (day, was) => setHotWrittenFrom(store, agentId, day, was),
     stored: (ids) => storedEntries(store, agentId, ids),
     async copies(ids) {

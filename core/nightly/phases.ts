@@ -95,11 +95,16 @@ export interface NightStore {
   /** The `asOf` of the agent's latest completed run before this one. */
   previousRunAsOf(): Promise<number | undefined>;
   /**
-   * Entries per tier (`hot` undefined when it was never counted), and `hotWrittenFrom`: a day
-   * on or after which every counted hot entry was last written, undefined until reclaim has
-   * given every hot entry its write day.
+   * Entries per tier (`hot` undefined when it was never counted), `hotWrittenFrom`: a day on or
+   * after which every counted hot entry was last written, undefined until reclaim has given
+   * every hot entry its write day, and whether a retried phase left the hot count in doubt.
    */
-  tierCounts(): Promise<{ hot: number | undefined; cold: number; hotWrittenFrom?: number }>;
+  tierCounts(): Promise<{
+    hot: number | undefined;
+    cold: number;
+    hotWrittenFrom?: number;
+    hotCountInDoubt?: true;
+  }>;
   /** Every hot entry, as reclaim reads it (storage signals and the two-key facts). */
   hotStorage(): AsyncIterable<ReclaimEntry[]>;
   /** The hot entries last written on this day (by `lastWriteKey`), as reclaim reads them. */
@@ -570,7 +575,8 @@ export async function reclaimPhase(
   if (counts.hot === undefined || counts.hot > policy.reclaim.hotCapacity * policy.reclaim.highWatermark) {
     const need = reclaimTarget(counts.hot ?? 0, policy.reclaim);
     const oldest =
-      counts.hot !== undefined && counts.hotWrittenFrom !== undefined
+      // The amount comes from the maintained count: one in doubt is read again instead.
+      counts.hot !== undefined && counts.hotWrittenFrom !== undefined && !counts.hotCountInDoubt
         ? await oldestWritten(night, counts.hotWrittenFrom, need, run.asOf, progress)
         : undefined;
     let plan: ReclaimStep[];

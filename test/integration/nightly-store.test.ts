@@ -425,6 +425,49 @@ describe("reclaim's reads", () => {
     expect((await store.agents.findOne({ _id: a }))?.hotWrittenFrom).toBe(dayOf(T0));
   });
 
+  it('reads every hot entry again when a retried phase left the hot count in doubt, and sets it again', async () => {
+    const a = `a-${randomUUID()}`;
+    const hotEntries = sixDays(a);
+    await store.hot.insertMany(hotEntries);
+    // Counted 10 too many: an attempt stopped between a move and its count.
+    await store.agents.insertOne({
+      _id: a,
+      firstWriteAt: T0,
+      hot: 130,
+      cold: 0,
+      hotWrittenFrom: dayOf(T0),
+      hotCountInDoubt: true,
+    });
+    const read = new Set<string>();
+    const hot = withReadsSeen(store.hot, read);
+    const { spilled, evicted } = await reclaimPhase(
+      mongoNight({ ...store, hot }, ctx(a), 50),
+      ctx(a),
+      nightPolicy,
+    );
+    expect(read.size).toBe(120);
+    expect(spilled + evicted).toBe(30);
+    const record = await store.agents.findOne({ _id: a });
+    expect(record?.hot).toBe(90);
+    expect(record?.hotCountInDoubt).toBeUndefined();
+  });
+
+  it('gives an entry stored without its write day (by a worker of an earlier version) its day as the night counts it', async () => {
+    const a = `a-${randomUUID()}`;
+    await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 0, cold: 0, hotWrittenFrom: dayOf(T0) });
+    const late = entry(a, `${a}/unkeyed`, 'The ferry log unkeyed', { writtenAt: T0 + DAY_MS });
+    await insertNewEntries(store, [late]);
+    await store.hot.updateOne({ _id: late._id }, { $unset: { lastWriteKey: '' } });
+    const night = mongoNight(store, ctx(a), 50);
+    const found = (await store.hot.find({ _id: late._id }).toArray()).map((e) => ({
+      entry: e,
+      tier: 'hot' as const,
+    }));
+    await night.countTerms(found);
+    expect((await store.hot.findOne({ _id: late._id }))?.lastWriteKey).toBe(`${a} ${dayOf(T0) + 1}`);
+    expect((await night.hotWrittenOn(dayOf(T0) + 1)).map((e) => e._id)).toEqual([late._id]);
+  });
+
   it('counts a new entry written before the day reclaim reads from, and moves it first', async () => {
     const a = `a-${randomUUID()}`;
     const hotEntries = sixDays(a);
