@@ -382,11 +382,8 @@ describe("reclaim's reads", () => {
       .sort((x, y) => Math.max(x.writtenAt, x.refreshedAt ?? 0) - Math.max(y.writtenAt, y.refreshedAt ?? 0))
       .map((e) => e._id);
 
-  it('reads hot from its oldest write day until those days hold what must leave, and moves the oldest written', async () => {
-    const a = `a-${randomUUID()}`;
-    const hotEntries = sixDays(a);
-    await store.hot.insertMany(hotEntries);
-    await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 120, cold: 0, hotWrittenFrom: dayOf(T0) });
+  /** One reclaim of the agent's store, and the ids of every hot entry it read. */
+  async function reclaimSeen(a: string): Promise<{ read: Set<string>; moved: number }> {
     const read = new Set<string>();
     const hot = withReadsSeen(store.hot, read);
     const { spilled, evicted } = await reclaimPhase(
@@ -394,7 +391,16 @@ describe("reclaim's reads", () => {
       ctx(a),
       nightPolicy,
     );
-    expect(spilled + evicted).toBe(30);
+    return { read, moved: spilled + evicted };
+  }
+
+  it('reads hot from its oldest write day until those days hold what must leave, and moves the oldest written', async () => {
+    const a = `a-${randomUUID()}`;
+    const hotEntries = sixDays(a);
+    await store.hot.insertMany(hotEntries);
+    await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 120, cold: 0, hotWrittenFrom: dayOf(T0) });
+    const { read, moved } = await reclaimSeen(a);
+    expect(moved).toBe(30);
     const left = new Set(
       (await store.hot.find({ agentId: a }, { projection: { _id: 1 } }).toArray()).map((e) => e._id),
     );
@@ -414,9 +420,7 @@ describe("reclaim's reads", () => {
     const hotEntries = sixDays(a).map(({ lastWriteKey: _key, ...e }) => e);
     await store.hot.insertMany(hotEntries);
     await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 120, cold: 0 });
-    const read = new Set<string>();
-    const hot = withReadsSeen(store.hot, read);
-    await reclaimPhase(mongoNight({ ...store, hot }, ctx(a), 50), ctx(a), nightPolicy);
+    const { read } = await reclaimSeen(a);
     expect(read.size).toBe(120);
     const after = await store.hot.find({ agentId: a }).toArray();
     expect(after).toHaveLength(90);
@@ -438,15 +442,9 @@ describe("reclaim's reads", () => {
       hotWrittenFrom: dayOf(T0),
       hotCountInDoubt: true,
     });
-    const read = new Set<string>();
-    const hot = withReadsSeen(store.hot, read);
-    const { spilled, evicted } = await reclaimPhase(
-      mongoNight({ ...store, hot }, ctx(a), 50),
-      ctx(a),
-      nightPolicy,
-    );
+    const { read, moved } = await reclaimSeen(a);
     expect(read.size).toBe(120);
-    expect(spilled + evicted).toBe(30);
+    expect(moved).toBe(30);
     const record = await store.agents.findOne({ _id: a });
     expect(record?.hot).toBe(90);
     expect(record?.hotCountInDoubt).toBeUndefined();
