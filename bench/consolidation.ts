@@ -28,7 +28,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseConfig } from '../core/config';
-import { lastWriteAt, type Entry, type Tier } from '../core/entry';
+import { oldestWriteDay, type Entry, type Tier } from '../core/entry';
 import { awaitsCounting } from '../core/nightly/plans';
 import { NIGHT_PHASES } from '../core/nightly/registry';
 import { dayOf } from '../core/salience';
@@ -159,7 +159,7 @@ async function load(
   const counted = hot.filter((e) => !awaitsCounting(e));
   // A store at capacity has reclaimed before: reclaim reads hot from its oldest write day on
   // (store/db.ts AgentRecord); the first reclaim of a store reads every hot entry instead.
-  const hotWrittenFrom = counted.reduce((day, e) => Math.min(day, dayOf(lastWriteAt(e))), Infinity);
+  const hotWrittenFrom = oldestWriteDay(counted);
   await store.agents.insertOne({
     _id: agentId,
     firstWriteAt: 0,

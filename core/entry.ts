@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { atoms } from './atoms';
 import { assertNotAhead } from './clock';
 import { InvalidInputError, type Issue } from './errors';
-import { dormantAt, HOUR_MS, type Salience } from './salience';
+import { dayOf, dormantAt, HOUR_MS, type Salience } from './salience';
 import { countTerms, countTokens } from './text';
 
 /** The entry document, identical in `entries_hot` and `entries_cold`. */
@@ -99,6 +99,19 @@ export interface Entry {
 /** The last time the document was written: the original write or a refresh. */
 export function lastWriteAt(e: Pick<Entry, 'writtenAt' | 'refreshedAt'>): number {
   return Math.max(e.writtenAt, e.refreshedAt ?? e.writtenAt);
+}
+
+/** The day of the entry's last write (its `lastWriteKey`). */
+export function lastWriteDay(e: Pick<Entry, 'writtenAt' | 'refreshedAt'>): number {
+  return dayOf(lastWriteAt(e));
+}
+
+/** The earliest last-write day of these entries, and no later than `atMost` (Infinity for none). */
+export function oldestWriteDay(
+  entries: readonly Pick<Entry, 'writtenAt' | 'refreshedAt'>[],
+  atMost = Infinity,
+): number {
+  return entries.reduce((day, e) => Math.min(day, lastWriteDay(e)), atMost);
 }
 
 /** What a newly stored entry (a write or a summary) leaves for the nightly run. */

@@ -8,7 +8,7 @@ import {
 import type { Config } from '../core/config';
 import {
   buildEntry,
-  lastWriteAt,
+  lastWriteDay,
   memoryPolicy,
   parseWriteRequest,
   type Entry,
@@ -37,7 +37,7 @@ import {
 import { rankCandidates, type Candidate, type RecallHit } from '../core/recall';
 import { reclaimPolicy } from '../core/nightly/reclaim';
 import { DECISIONS, PASS_PHASES, type Decision } from '../core/nightly/registry';
-import { dayOf, salienceAt } from '../core/salience';
+import { salienceAt } from '../core/salience';
 import { terms } from '../core/text';
 import { extractiveSummary } from '../llm/summariser';
 import { consolidationRunId, entryId, summaryId } from '../core/ids';
@@ -305,7 +305,7 @@ export class SimStore {
           this.settle(e._id, 'terms');
           for (const t of e.terms) this.df.set(t, (this.df.get(t) ?? 0) + 1);
           if (tier === 'hot' && this.hotWrittenFrom !== undefined)
-            this.hotWrittenFrom = Math.min(this.hotWrittenFrom, dayOf(lastWriteAt(e)));
+            this.hotWrittenFrom = Math.min(this.hotWrittenFrom, lastWriteDay(e));
         }
       },
       settle: async (ids, work) => {
@@ -322,7 +322,7 @@ export class SimStore {
         ...(this.hotWrittenFrom !== undefined && { hotWrittenFrom: this.hotWrittenFrom }),
       }),
       hotStorage: () => batches([...this.hot.values()].sort((a, b) => (a._id < b._id ? -1 : 1))),
-      hotWrittenOn: async (day) => [...this.hot.values()].filter((e) => dayOf(lastWriteAt(e)) === day),
+      hotWrittenOn: async (day) => [...this.hot.values()].filter((e) => lastWriteDay(e) === day),
       setHotCount: async () => undefined,
       // The simulation's entries need no key: it finds them by their write times.
       keyWriteDays: async () => true,

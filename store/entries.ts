@@ -1,6 +1,6 @@
 import type { WriteStatus } from '../core/messages';
 import { MongoBulkWriteError, type Collection } from 'mongodb';
-import { lastWriteAt, type Entry, type Provenance, type Tier } from '../core/entry';
+import { lastWriteDay, type Entry, type Provenance, type Tier } from '../core/entry';
 import { entryId } from '../core/ids';
 import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
 import { dayOf } from '../core/salience';
@@ -42,7 +42,7 @@ export function gateKeys(
 export function writeDayKey(entry: Pick<Entry, 'agentId' | 'writtenAt' | 'refreshedAt'>): {
   lastWriteKey: string;
 } {
-  return { lastWriteKey: termKey(entry.agentId, String(dayOf(lastWriteAt(entry)))) };
+  return { lastWriteKey: termKey(entry.agentId, String(lastWriteDay(entry))) };
 }
 
 /**

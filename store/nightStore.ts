@@ -1,4 +1,4 @@
-import { lastWriteAt, type Entry, type PendingWork } from '../core/entry';
+import { lastWriteDay, oldestWriteDay, type Entry, type PendingWork } from '../core/entry';
 import type { Located, NightRun, NightStore } from '../core/nightly/phases';
 import { awaitsCounting } from '../core/nightly/plans';
 import { removeSummary, summariesDerivedFrom } from './forget';
@@ -90,8 +90,6 @@ async function countEntryTerms(
     -1,
   );
 }
-
-const writtenDay = (e: Pick<Entry, 'writtenAt' | 'refreshedAt'>) => dayOf(lastWriteAt(e));
 
 const RECLAIM_FIELDS = {
   _id: 1,
@@ -225,12 +223,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       await countArrived(store, agentId, arrived.length);
       // One stored by a worker of a version before write days gets its day as it counts.
       await keyWriteDays(arrived);
-      if (arrived.length > 0)
-        await countWrittenOn(
-          store,
-          agentId,
-          arrived.reduce((day, e) => Math.min(day, writtenDay(e)), Infinity),
-        );
+      if (arrived.length > 0) await countWrittenOn(store, agentId, oldestWriteDay(arrived));
       await countChanges(
         store,
         agentId,
@@ -268,7 +261,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
           { projection: { ...RECLAIM_FIELDS, agentId: 1 } },
         )
         .toArray();
-      return written.filter((e) => e.agentId === agentId && writtenDay(e) === day);
+      return written.filter((e) => e.agentId === agentId && lastWriteDay(e) === day);
     },
     setHotCount: (hot) => setHotCount(store, agentId, hot),
     keyWriteDays,

@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { lastWriteAt, type Entry, type Tier } from '../core/entry';
-import { dayOf } from '../core/salience';
+import { oldestWriteDay, type Entry, type Tier } from '../core/entry';
 import { InvalidInputError, NotFoundError } from '../core/errors';
 import { countTerms } from '../core/text';
 import {
@@ -221,11 +220,7 @@ class PageWriter {
       const settled = inserted.filter((e) => !e.pending?.includes('terms'));
       if (tier === 'hot') counts.hot = settled.length;
       if (tier === 'hot' && settled.length > 0)
-        await countWrittenOn(
-          this.store,
-          this.agentId,
-          Math.min(...settled.map((e) => dayOf(lastWriteAt(e)))),
-        );
+        await countWrittenOn(this.store, this.agentId, oldestWriteDay(settled));
       else counts.cold = inserted.length;
       // An entry mid-move (in both tiers) is one entry: its hot copy registered its id.
       const alsoHot = await Promise.all(

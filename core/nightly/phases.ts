@@ -7,7 +7,7 @@ import {
   type ClusterOptions,
   type MeaningNeighbours,
 } from './clusters';
-import { lastWriteAt, type Entry, type MemoryPolicy, type PendingWork, type Tier } from '../entry';
+import { oldestWriteDay, type Entry, type MemoryPolicy, type PendingWork, type Tier } from '../entry';
 import {
   awaitsCounting,
   dueForExpiry,
@@ -593,8 +593,7 @@ export async function reclaimPhase(
       await night.setHotCount(hot.filter((e) => !awaitsCounting(e)).length);
       // Once every hot entry has its write day, the next nights read hot from the oldest.
       if (counts.hotWrittenFrom === undefined && (await night.keyWriteDays(hot))) {
-        const oldest = hot.reduce((day, e) => Math.min(day, dayOf(lastWriteAt(e))), dayOf(run.asOf));
-        await night.setHotWrittenFrom(oldest, undefined);
+        await night.setHotWrittenFrom(oldestWriteDay(hot, dayOf(run.asOf)), undefined);
       }
       plan = planReclaim(hot, run.asOf, policy.reclaim);
     }
