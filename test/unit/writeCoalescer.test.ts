@@ -52,6 +52,24 @@ describe('WriteCoalescer', () => {
     expect(sizes).toEqual([1, 3]);
   });
 
+  it('sends together the writes its callers make on being answered, with those already waiting', async () => {
+    // Eight callers, each writing again as soon as its last write is answered (an agent's
+    // concurrent writers, or a pipeline): after the first write, which goes alone, each
+    // Update carries one write of every caller.
+    const sizes: number[] = [];
+    const coalescer = new WriteCoalescer<number>(async (_agent, entries) => {
+      sizes.push(entries.length);
+      await new Promise((r) => setTimeout(r, 1));
+      return entries.map((_, i) => i);
+    }, 100);
+    await Promise.all(
+      Array.from({ length: 8 }, async (_, caller) => {
+        for (let i = 0; i < 5; i++) await coalescer.write('a', [entry(`${caller}.${i}`)]);
+      }),
+    );
+    expect(sizes).toEqual([1, 8, 8, 8, 8, 7]);
+  });
+
   it('fails every caller of a failed batch, and only them', async () => {
     let calls = 0;
     const coalescer = new WriteCoalescer<number>(async (_agent, entries) => {
