@@ -4,7 +4,7 @@ import type { Entry, Tier } from '../core/entry';
 import { recallStateOf, sameRecallState, widerRecallState, type RecallState } from '../core/recall';
 import { vectorDefect, type EmbeddingSpace } from '../core/vectorDefects';
 import { inBatches, insertIgnoringExisting, type Store, type VectorRecord } from './db';
-import { locateEntries, locateEntry, TIERS, tierCollection } from './tiers';
+import { locateEntries, TIERS, tierCollection } from './tiers';
 import { findByIds } from './byIds';
 
 /**
@@ -170,20 +170,22 @@ export async function entriesToEmbed(
 ): Promise<{ toEmbed: ToEmbed[]; current: EmbedTarget[] }> {
   const { model } = space;
   const unique = [...new Set(ids)];
-  const located = await Promise.all(unique.map((id) => locateEntry(store, agentId, id)));
-  const records = await Promise.all(
-    unique.map((_id, i) =>
-      located[i]?.entry.embeddedWith === model ? store.vectors.findOne({ _id, agentId }) : null,
-    ),
+  // Many by id in one read a tier, not a read per entry: a lane embeds up to MAX_EMBED_IDS at a
+  // time, and as many point reads at once would queue the writes behind them for the store.
+  const located = await locateEntries(store, agentId, unique);
+  const records = await findByIds(
+    store.vectors,
+    unique.filter((id) => located.get(id)?.entry.embeddedWith === model),
   );
   const toEmbed: ToEmbed[] = [];
   const current: EmbedTarget[] = [];
-  unique.forEach((id, i) => {
-    const found = located[i];
+  unique.forEach((id) => {
+    const found = located.get(id);
     if (!found) return;
     const hash = textHash(found.entry.text);
-    const r = records[i];
-    if (r && inSpace(r, space) && r.textHash === hash && r.seq > 0) current.push({ id, tier: found.tier });
+    const r = records.get(id);
+    if (r && r.agentId === agentId && inSpace(r, space) && r.textHash === hash && r.seq > 0)
+      current.push({ id, tier: found.tier });
     else
       toEmbed.push({
         id,
@@ -234,7 +236,12 @@ export async function storeVectors(
     items.map((item) => item.id),
   );
   await writeVectorRecords(store, agentId, space, items, seqs, at);
-  const located = await Promise.all(items.map((item) => locateEntry(store, agentId, item.id)));
+  const found = await locateEntries(
+    store,
+    agentId,
+    items.map((item) => item.id),
+  );
+  const located = items.map((item) => found.get(item.id));
   const stale = items.filter((item, i) => !located[i] || textHash(located[i].entry.text) !== item.textHash);
   if (stale.length)
     await dropVectors(

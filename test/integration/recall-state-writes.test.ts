@@ -6,7 +6,7 @@ import type { Store } from '../../store/db';
 import { insertNewEntries } from '../../store/entries';
 import type { RunContext } from '../../store/ledger';
 import { refreshHotEntries, spillEntries } from '../../store/nightly';
-import { entriesToEmbed, restateForRecall, storeVectors } from '../../store/vectors';
+import { entriesToEmbed, restateForRecall, settleEmbedded, storeVectors } from '../../store/vectors';
 import { interleaveOnce, observed } from '../support/faults';
 import { episode } from '../support/memories';
 import { useTestEnv } from '../support/env';
@@ -160,5 +160,51 @@ describe("the night's changes to the state kept beside each vector", () => {
       expect(entry).toMatchObject({ tier: 'hot', dormantAt: ctx.asOf + 20 * DAY_MS });
       expect(kept).toEqual(entry);
     }
+  });
+});
+
+describe("the write path's embedding", () => {
+  it('reads the entries it embeds and their vectors a read per tier and one of the vectors, not one per entry', async () => {
+    const agentId = env.agent('embed-reads');
+    const entries = Array.from({ length: N }, (_, i) =>
+      buildEntry(
+        `${agentId}/e${i}`,
+        agentId,
+        episode(`Note ${i}: the parcel leaves on day ${i}.`, T0),
+        memoryPolicy(env.config),
+      ),
+    );
+    await insertNewEntries(env.store, entries);
+    const ids = entries.map((e) => e._id);
+    // A spilled entry is embedded where it is: the read looks in cold for what hot lacks.
+    const spilled = entries.at(-1)!;
+    await spillEntries(env.store, ctxOf(agentId), [{ step: spillStep(spilled._id), entry: spilled }]);
+
+    const first = countingReads(env.store);
+    const { toEmbed } = await entriesToEmbed(first.store, agentId, ids, SPACE);
+    expect(toEmbed.map((t) => [t.id, t.tier])).toEqual(
+      ids.map((id, i) => [id, i === N - 1 ? 'cold' : 'hot']),
+    );
+    expect(first.reads).toEqual({ hot: 1, cold: 1, vectors: 0 });
+
+    const stored = countingReads(env.store);
+    const kept = await storeVectors(
+      stored.store,
+      agentId,
+      SPACE,
+      toEmbed.map((item, i) => ({ ...item, vector: vector(i) })),
+      T0,
+    );
+    expect(kept).toHaveLength(N);
+    expect(stored.reads.hot).toBe(1);
+    expect(stored.reads.cold).toBe(1);
+
+    // Embedded once, the entries name the model: their vectors are read to tell which are current.
+    await settleEmbedded(env.store, agentId, kept, SPACE.model);
+    const again = countingReads(env.store);
+    const second = await entriesToEmbed(again.store, agentId, ids, SPACE);
+    expect(second.toEmbed).toEqual([]);
+    expect(second.current).toHaveLength(N);
+    expect(again.reads).toEqual({ hot: 1, cold: 1, vectors: 1 });
   });
 });
