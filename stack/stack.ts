@@ -609,6 +609,11 @@ export async function embeddingsUp(
   }
 }
 
+/** The SQLite file the stack's Temporal keeps its state in (tests read its header). */
+export function temporalDbPath(s: StackSettings): string {
+  return paths(s).temporalDb;
+}
+
 /** The data directory and secrets of the stack's PostgreSQL (tests read its statistics). */
 export function postgresPaths(s: StackSettings): PostgresPaths {
   return paths(s).postgres;
@@ -741,6 +746,10 @@ export async function stackUp(
         String(s.temporalUiPort),
         '--db-filename',
         p.temporalDb,
+        // A write-ahead log instead of SQLite's default rollback journal, which creates, syncs
+        // and deletes a file at every commit: the server commits at every Update and task.
+        '--sqlite-pragma',
+        'journal_mode=WAL',
         '--log-level',
         'warn',
         // Update-with-start for the write path.
