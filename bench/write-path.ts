@@ -11,10 +11,15 @@
  * after the acknowledgement) and without one (`withoutEmbeddings`), side by side. Each durable
  * run reports the CPU each server of the local stack spent per entry, to show which one the
  * write path's ceiling is; the idle single writes, where one acknowledgement's time goes
- * (`idleAckBreakdownMs`).
+ * (`idleAckBreakdownMs`). Beside each run of single writes, as many Updates of the floor
+ * (bench/floor/updateFloor.ts: an Update and a local activity with none of memgate's work in
+ * them) on the same server and in the same process: what any write's acknowledgement costs
+ * there before memgate adds to it.
  */
 import { availableParallelism } from 'node:os';
+import { Client, Connection } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
+import { NativeConnection, Worker } from '@temporalio/worker';
 import { createPolicyActivities } from '../activities/policy';
 import { createWriteActivities } from '../activities/write';
 import { sealWrite } from '../codec/sealedEntry';
@@ -22,8 +27,10 @@ import { buildEntry, memoryPolicy, parseWriteRequest } from '../core/entry';
 import { entryId } from '../core/ids';
 import { writeLimitsOf } from '../core/policy';
 import { indexedEntry } from '../store/entries';
+import { temporalConnectionOptions } from '../stack/connection';
 import { hotAwaitingEmbedding } from '../store/vectors';
 import { agentMemoryWorkflowId } from '../workflows/agentMemory';
+import { floorUpdate, updateFloor, type FloorActivities } from './floor/updateFloor';
 import {
   cpuSpentPer,
   cpuUsed,
@@ -39,6 +46,48 @@ const N = Number(process.env.BENCH_WRITE_N ?? 4000);
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 16);
 const INFLIGHT_LEVELS = (process.env.BENCH_INFLIGHT ?? '8,32').split(',').map(Number);
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 300);
+
+/**
+ * The floor's worker, in this process beside memgate's, and one workflow of it: `acks()` times
+ * SEQUENTIAL of its Updates, one at a time. Without memgate's payload codec, which is memgate's.
+ */
+async function startFloor(env: BenchEnv) {
+  const connectionOptions = temporalConnectionOptions(env.config, env.endpoints.temporalAddress);
+  const taskQueue = `${env.config.taskQueue}-floor`;
+  const connection = await NativeConnection.connect(connectionOptions);
+  const activities: FloorActivities = { nothing: async (n) => n };
+  const worker = await Worker.create({
+    connection,
+    namespace: env.config.temporalNamespace,
+    taskQueue,
+    workflowsPath: require.resolve('./floor/updateFloor'),
+    activities,
+  });
+  const running = worker.run();
+  const client = new Client({
+    connection: await Connection.connect(connectionOptions),
+    namespace: env.config.temporalNamespace,
+  });
+  const handle = await client.workflow.start(updateFloor, { taskQueue, workflowId: `${taskQueue}-floor` });
+  return {
+    async acks(): Promise<number[]> {
+      const latencies: number[] = [];
+      for (let i = 0; i < SEQUENTIAL; i++) {
+        const s = performance.now();
+        await handle.executeUpdate(floorUpdate, { args: [i] });
+        latencies.push(performance.now() - s);
+      }
+      return latencies;
+    },
+    async close() {
+      await handle.terminate('benchmark finished');
+      worker.shutdown();
+      await running;
+      await connection.close();
+      await client.connection.close();
+    },
+  };
+}
 
 /** The durable path at each in-flight level, then single writes on an idle agent. */
 async function durableArm(env: BenchEnv, agents: readonly string[]) {
@@ -82,7 +131,10 @@ async function durableArm(env: BenchEnv, agents: readonly string[]) {
   // agents' workflows embed what they acknowledged (with an embeddings endpoint), and on an
   // idle system, once that embedding has settled.
   const embeds = !('unavailable' in env.endpoints.embeddings);
+  const floor = await startFloor(env);
   const whileEmbedding = embeds ? await singleWrites(env, agents[0]!, 0) : undefined;
+  // The backlog takes a minute and more to embed: the floor's Updates right after still run beside it.
+  const floorWhileEmbedding = embeds ? await floor.acks() : undefined;
   if (embeds) {
     const t = performance.now();
     for (const agentId of agents) {
@@ -94,7 +146,17 @@ async function durableArm(env: BenchEnv, agents: readonly string[]) {
     );
   }
   const idle = await singleWrites(env, agents[0]!, 1);
-  return { written, durable, idle, whileEmbedding, idleBreakdown: await ackBreakdown(env, agents[0]!) };
+  const floorIdle = await floor.acks();
+  await floor.close();
+  return {
+    written,
+    durable,
+    idle,
+    whileEmbedding,
+    floorIdle,
+    floorWhileEmbedding,
+    idleBreakdown: await ackBreakdown(env, agents[0]!),
+  };
 }
 
 /**
@@ -202,6 +264,8 @@ function report(arm: Awaited<ReturnType<typeof durableArm>>, directRate: number)
     singleEntryIdleAckLatencyMs: latencyOf(arm.idle),
     idleAckBreakdownMs: arm.idleBreakdown,
     ...(arm.whileEmbedding && { singleEntryAckLatencyWhileEmbeddingMs: latencyOf(arm.whileEmbedding) }),
+    floorIdleAckLatencyMs: latencyOf(arm.floorIdle),
+    ...(arm.floorWhileEmbedding && { floorAckLatencyWhileEmbeddingMs: latencyOf(arm.floorWhileEmbedding) }),
   };
 }
 
