@@ -35,8 +35,8 @@ const vector = (i: number) => {
 
 const ctxOf = (agentId: string): RunContext => ({ agentId, asOf: T0 + 5 * DAY_MS, runId: `${agentId}:run` });
 
-/** N hot entries of one agent, each with its vector stored as the agent's workflow stores it. */
-async function embeddedEntries(agentId: string): Promise<Entry[]> {
+/** N hot entries of one agent, as written. */
+async function writtenEntries(agentId: string): Promise<Entry[]> {
   const entries = Array.from({ length: N }, (_, i) =>
     buildEntry(
       `${agentId}/e${i}`,
@@ -46,6 +46,12 @@ async function embeddedEntries(agentId: string): Promise<Entry[]> {
     ),
   );
   await insertNewEntries(env.store, entries);
+  return entries;
+}
+
+/** N hot entries of one agent, each with its vector stored as the agent's workflow stores it. */
+async function embeddedEntries(agentId: string): Promise<Entry[]> {
+  const entries = await writtenEntries(agentId);
   const { toEmbed } = await entriesToEmbed(
     env.store,
     agentId,
@@ -166,15 +172,7 @@ describe("the night's changes to the state kept beside each vector", () => {
 describe("the write path's embedding", () => {
   it('reads the entries it embeds and their vectors a read per tier and one of the vectors, not one per entry', async () => {
     const agentId = env.agent('embed-reads');
-    const entries = Array.from({ length: N }, (_, i) =>
-      buildEntry(
-        `${agentId}/e${i}`,
-        agentId,
-        episode(`Note ${i}: the parcel leaves on day ${i}.`, T0),
-        memoryPolicy(env.config),
-      ),
-    );
-    await insertNewEntries(env.store, entries);
+    const entries = await writtenEntries(agentId);
     const ids = entries.map((e) => e._id);
     // A spilled entry is embedded where it is: the read looks in cold for what hot lacks.
     const spilled = entries.at(-1)!;
