@@ -316,9 +316,9 @@ export async function dropVectors(
   ids: readonly string[],
   at: number,
 ): Promise<void> {
-  const present = (
-    await Promise.all(ids.map((_id) => store.vectors.findOne({ _id, agentId }, { projection: { _id: 1 } })))
-  ).flatMap((r) => (r ? [r._id] : []));
+  // Many by id in one read: erasing an agent drops a page of its vectors at a time.
+  const found = await findByIds(store.vectors, ids, { _id: 1, agentId: 1 });
+  const present = [...new Set(ids)].filter((id) => found.get(id)?.agentId === agentId);
   if (present.length === 0) return;
   await clearVectorRecords(store, agentId, present, await numberChanges(store, agentId, present), at);
 }

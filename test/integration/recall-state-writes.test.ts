@@ -6,7 +6,13 @@ import type { Store } from '../../store/db';
 import { insertNewEntries } from '../../store/entries';
 import type { RunContext } from '../../store/ledger';
 import { refreshHotEntries, spillEntries } from '../../store/nightly';
-import { entriesToEmbed, restateForRecall, settleEmbedded, storeVectors } from '../../store/vectors';
+import {
+  dropVectors,
+  entriesToEmbed,
+  restateForRecall,
+  settleEmbedded,
+  storeVectors,
+} from '../../store/vectors';
 import { interleaveOnce, observed } from '../support/faults';
 import { episode } from '../support/memories';
 import { useTestEnv } from '../support/env';
@@ -204,5 +210,18 @@ describe("the write path's embedding", () => {
     expect(second.toEmbed).toEqual([]);
     expect(second.current).toHaveLength(N);
     expect(again.reads).toEqual({ hot: 1, cold: 1, vectors: 1 });
+  });
+});
+
+describe('dropping vectors', () => {
+  it('reads their records in one read, not one per entry, and leaves each record without its vector', async () => {
+    const agentId = env.agent('drop-reads');
+    const ids = (await embeddedEntries(agentId)).map((e) => e._id);
+    const { store, reads } = countingReads(env.store);
+    await dropVectors(store, agentId, ids, T0 + DAY_MS);
+    expect(reads.vectors).toBe(1);
+    const records = await env.store.vectors.find({ agentId }).toArray();
+    expect(records.map((r) => r._id).sort()).toEqual([...ids].sort());
+    expect(records.every((r) => r.vector === undefined)).toBe(true);
   });
 });
