@@ -261,8 +261,9 @@ describe('memgate export and import', () => {
     expect(hits).toBeGreaterThan(QUERIES.length * 10);
 
     // Both terms held by ~1,000 entries, over the budget: the rarest proposes, read up to the
-    // budget in the store's order (docs/recall.md), so which entries is not promised, but an
-    // entry both sides found scores the same on both.
+    // budget in the store's order (docs/recall.md), so which entries is not promised, and
+    // neither are their scores: BM25's statistics are over the entries read (core/bm25.ts),
+    // which differ with the order. The queries above, within the budget, compare scores.
     for (const deep of [false, true]) {
       const request = { query: OVER_BUDGET, deep, k: 50, asOf: AS_OF };
       const before = mapped(await lexical.recall({ ...request, agentId: source }), toTarget).hits;
@@ -270,10 +271,6 @@ describe('memgate export and import', () => {
       expect(after).toHaveLength(before.length);
       expect(before.length).toBe(50);
       for (const hit of after) expect(hit.text).toMatch(/amber|heron/);
-      const sourceScore = new Map(before.map((h) => [h.id, h.score]));
-      const both = after.filter((h) => sourceScore.has(h.id));
-      expect(both.length).toBeGreaterThan(0);
-      for (const h of both) expect(h.score, `${h.text} (deep: ${deep})`).toBe(sourceScore.get(h.id));
     }
   }, 600_000);
 
