@@ -70,15 +70,7 @@ async function startFloor(env: BenchEnv) {
   });
   const handle = await client.workflow.start(updateFloor, { taskQueue, workflowId: `${taskQueue}-floor` });
   return {
-    async acks(): Promise<number[]> {
-      const latencies: number[] = [];
-      for (let i = 0; i < SEQUENTIAL; i++) {
-        const s = performance.now();
-        await handle.executeUpdate(floorUpdate, { args: [i] });
-        latencies.push(performance.now() - s);
-      }
-      return latencies;
-    },
+    acks: () => timedOneByOne((i) => handle.executeUpdate(floorUpdate, { args: [i] })),
     async close() {
       await handle.terminate('benchmark finished');
       worker.shutdown();
@@ -230,14 +222,21 @@ async function ackBreakdown(env: BenchEnv, agentId: string) {
   };
 }
 
-async function singleWrites(env: BenchEnv, agentId: string, pass: number): Promise<number[]> {
+/** SEQUENTIAL calls of `call`, one at a time, each timed. */
+async function timedOneByOne(call: (i: number) => Promise<unknown>): Promise<number[]> {
   const latencies: number[] = [];
   for (let i = 0; i < SEQUENTIAL; i++) {
     const s = performance.now();
-    await env.client.write({ agentId, entries: [{ text: text(0, 100_000 * (pass + 1) + i) }] });
+    await call(i);
     latencies.push(performance.now() - s);
   }
   return latencies;
+}
+
+function singleWrites(env: BenchEnv, agentId: string, pass: number): Promise<number[]> {
+  return timedOneByOne((i) =>
+    env.client.write({ agentId, entries: [{ text: text(0, 100_000 * (pass + 1) + i) }] }),
+  );
 }
 
 function latencyOf(samples: readonly number[]) {

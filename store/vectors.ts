@@ -236,13 +236,17 @@ export async function storeVectors(
     items.map((item) => item.id),
   );
   await writeVectorRecords(store, agentId, space, items, seqs, at);
-  const found = await locateEntries(
+  const located = await locateEntries(
     store,
     agentId,
     items.map((item) => item.id),
   );
-  const located = items.map((item) => found.get(item.id));
-  const stale = items.filter((item, i) => !located[i] || textHash(located[i].entry.text) !== item.textHash);
+  // Where the entry is now, if it still holds the text its vector was made from.
+  const keptAt = (item: ToEmbed) => {
+    const found = located.get(item.id);
+    return found && textHash(found.entry.text) === item.textHash ? found : undefined;
+  };
+  const stale = items.filter((item) => !keptAt(item));
   if (stale.length)
     await dropVectors(
       store,
@@ -251,8 +255,8 @@ export async function storeVectors(
       at,
     );
   // An entry whose state changed since it was read: its record is stated again (restateForRecall).
-  const moved = items.filter((item, i) => {
-    const found = located[i];
+  const moved = items.filter((item) => {
+    const found = located.get(item.id);
     return found && !sameRecallState(item.recall, recallStateOf(found.entry, found.tier));
   });
   if (moved.length)
@@ -262,9 +266,9 @@ export async function storeVectors(
       moved.map((m) => m.id),
       at,
     );
-  return items.flatMap((item, i) => {
-    const found = located[i];
-    return found && textHash(found.entry.text) === item.textHash ? [{ id: item.id, tier: found.tier }] : [];
+  return items.flatMap((item) => {
+    const found = keptAt(item);
+    return found ? [{ id: item.id, tier: found.tier }] : [];
   });
 }
 
