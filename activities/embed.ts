@@ -9,7 +9,7 @@ import {
 } from '../core/messages';
 import { agentIdSchema } from '../core/entry';
 import { createEmbedder, type EmbeddingsEndpoint } from '../llm';
-import type { Embedder } from '../llm/embedder';
+import { EMBED_BATCH, type Embedder } from '../llm/embedder';
 import type { Store } from '../store/db';
 import {
   awaitingEmbedding,
@@ -72,7 +72,14 @@ export function createEmbedActivities(store: Store, config: Config, endpoint: Em
     async embedEntries(input: { agentId: string; ids: string[] }): Promise<EmbedOutcome> {
       input = parseInput(embedEntriesInputSchema, input, 'embedding');
       if (!embedder) return unavailable();
-      return { embedded: await embedIds(embedder, input.agentId, input.ids) };
+      // A request's worth at a time, read, embedded and stored before the next is read: the
+      // lanes of many agents wake together after a burst, and each reading its whole batch at
+      // once held the store from the writes that came next; each request's vectors are kept as
+      // soon as they come back, not once the last of the batch does.
+      let embedded = 0;
+      for (let i = 0; i < input.ids.length; i += EMBED_BATCH)
+        embedded += await embedIds(embedder, input.agentId, input.ids.slice(i, i + EMBED_BATCH));
+      return { embedded };
     },
 
     /** The nightly `embed` phase: entries the agent's workflow missed, and tonight's summaries. */

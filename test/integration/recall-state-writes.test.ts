@@ -1,4 +1,8 @@
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { describe, expect, it } from 'vitest';
+import { createEmbedActivities } from '../../activities/embed';
+import { entryId } from '../../core/ids';
+import { EMBED_BATCH } from '../../llm/embedder';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
 import { recallStateOf } from '../../core/recall';
 import { DAY_MS } from '../../core/salience';
@@ -41,11 +45,15 @@ const vector = (i: number) => {
 
 const ctxOf = (agentId: string): RunContext => ({ agentId, asOf: T0 + 5 * DAY_MS, runId: `${agentId}:run` });
 
-/** N hot entries of one agent, as written. */
-async function writtenEntries(agentId: string): Promise<Entry[]> {
-  const entries = Array.from({ length: N }, (_, i) =>
+/** `n` hot entries of one agent, as written, each with the id `idOf` gives it. */
+async function writtenEntries(
+  agentId: string,
+  n = N,
+  idOf = (i: number) => `${agentId}/e${i}`,
+): Promise<Entry[]> {
+  const entries = Array.from({ length: n }, (_, i) =>
     buildEntry(
-      `${agentId}/e${i}`,
+      idOf(i),
       agentId,
       episode(`Note ${i}: the courier calls on day ${i}.`, T0),
       memoryPolicy(env.config),
@@ -210,6 +218,38 @@ describe("the write path's embedding", () => {
     expect(second.toEmbed).toEqual([]);
     expect(second.current).toHaveLength(N);
     expect(again.reads).toEqual({ hot: 1, cold: 1, vectors: 1 });
+  });
+});
+
+describe("the agent's workflow's embedding activity", () => {
+  it('stores the vectors of each request before it reads the entries of the next', async () => {
+    // Sixteen agents' lanes each reading a whole batch of entries at once, at the end of a burst,
+    // held the store from the writes that followed; and a batch embedded whole stored nothing
+    // until its last request came back.
+    const agentId = env.agent('embed-by-request');
+    // Ids as the write path derives them: the activity takes no other.
+    const written = await writtenEntries(agentId, EMBED_BATCH + 8, (i) =>
+      entryId(agentId, { idempotencyKey: `e${i}` }),
+    );
+    const ids = written.map((e) => e._id);
+    const steps: string[] = [];
+    const store: Store = {
+      ...env.store,
+      hot: observed(env.store.hot, (method) => {
+        if (method === 'find') steps.push('read entries');
+      }),
+      vectors: observed(env.store.vectors, (method) => {
+        if (method === 'insertMany') steps.push('store vectors');
+      }),
+    };
+    const { embedEntries } = createEmbedActivities(store, env.config, env.endpoints.embeddings);
+    const outcome = await new MockActivityEnvironment().run(embedEntries, { agentId, ids });
+    expect(outcome).toEqual({ embedded: ids.length });
+    // Each request: its entries read to embed them, its vectors stored, the entries read again
+    // to keep only the vectors of those still stored as they were.
+    const request = ['read entries', 'store vectors', 'read entries'];
+    expect(steps).toEqual([...request, ...request]);
+    expect(await env.store.vectors.countDocuments({ agentId, vector: { $exists: true } })).toBe(ids.length);
   });
 });
 
