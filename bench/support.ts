@@ -8,6 +8,7 @@ import type { EmbeddingsEndpoint } from '../llm';
 import { MAX_RECALL_INDEX_WAIT_MS, parseConfig, type Config } from '../core/config';
 import { postgresPaths, runningServers, stackDown, stackUp, type StackSettings } from '../stack/stack';
 import { adminClient } from '../stack/postgres';
+import type { WorkerInterceptors } from '@temporalio/worker';
 import { createMemgateWorker, type WorkerHandle } from '../worker/worker';
 
 export interface BenchEnv {
@@ -27,7 +28,7 @@ export interface BenchEnv {
  */
 export async function startBenchEnv(
   overrides: Record<string, string> = {},
-  opts: { embeddings?: EmbeddingsEndpoint } = {},
+  opts: { embeddings?: EmbeddingsEndpoint; interceptors?: WorkerInterceptors } = {},
 ): Promise<BenchEnv> {
   const id = randomUUID().slice(0, 8);
   const shared = parseConfig(process.env);
@@ -54,7 +55,9 @@ export async function startBenchEnv(
     ...servers,
     embeddings: opts.embeddings ?? (await resolveEmbeddings(config, config)),
   };
-  const worker = await createMemgateWorker(config, endpoints);
+  const worker = await createMemgateWorker(config, endpoints, {
+    ...(opts.interceptors && { interceptors: opts.interceptors }),
+  });
   const running = worker.run();
   const client = await MemgateClient.connect(config, endpoints);
   return {

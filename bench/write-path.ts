@@ -10,18 +10,16 @@
  * one run: with the embeddings endpoint (the agent's workflow embeds what it acknowledged,
  * after the acknowledgement) and without one (`withoutEmbeddings`), side by side. Each durable
  * run reports the CPU each server of the local stack spent per entry, to show which one the
- * write path's ceiling is; the idle single writes, where one acknowledgement's time goes
- * (`idleAckBreakdownMs`). Beside each run of single writes, as many Updates of the floor
+ * write path's ceiling is; the single writes, where each acknowledgement's time goes, part by
+ * part (`idleAckBreakdownMs`, `ackWhileEmbeddingBreakdownMs`). Beside each run of single writes, as many Updates of the floor
  * (bench/floor/updateFloor.ts: an Update and a local activity with none of memgate's work in
  * them) on the same server and in the same process: what any write's acknowledgement costs
  * there before memgate adds to it.
  */
 import { availableParallelism } from 'node:os';
 import { Client, Connection } from '@temporalio/client';
-import { MockActivityEnvironment } from '@temporalio/testing';
-import { NativeConnection, Worker } from '@temporalio/worker';
+import { NativeConnection, Worker, type WorkerInterceptors } from '@temporalio/worker';
 import { createPolicyActivities } from '../activities/policy';
-import { createWriteActivities } from '../activities/write';
 import { sealWrite } from '../codec/sealedEntry';
 import { buildEntry, memoryPolicy, parseWriteRequest } from '../core/entry';
 import { entryId } from '../core/ids';
@@ -82,7 +80,7 @@ async function startFloor(env: BenchEnv) {
 }
 
 /** The durable path at each in-flight level, then single writes on an idle agent. */
-async function durableArm(env: BenchEnv, agents: readonly string[]) {
+async function durableArm(env: BenchEnv, agents: readonly string[], persists: readonly PersistRun[]) {
   // Start every agent's workflow first so the runs measure steady-state writes, not first starts.
   await Promise.all(
     agents.map((agentId) =>
@@ -128,16 +126,13 @@ async function durableArm(env: BenchEnv, agents: readonly string[]) {
   // The backlog takes a minute and more to embed: the floor's Updates right after still run beside it.
   const floorWhileEmbedding = embeds ? await floor.acks() : undefined;
   if (embeds) {
-    const t = performance.now();
-    for (const agentId of agents) {
-      while (await hotAwaitingEmbedding(env.client.store, agentId))
-        await new Promise((r) => setTimeout(r, 500));
-    }
-    console.error(
-      `[write-path] the backlog was embedded in ${round((performance.now() - t) / 1000, 1)} s more`,
-    );
+    const seconds = await untilEmbedded(env, agents);
+    console.error(`[write-path] the backlog was embedded in ${round(seconds, 1)} s more`);
   }
   const idle = await singleWrites(env, agents[0]!, 1);
+  // The idle writes' own entries are embedded once they pause: the floor's idle Updates wait
+  // for that too, so they run on a system as idle as the writes did.
+  if (embeds) await untilEmbedded(env, agents.slice(0, 1));
   const floorIdle = await floor.acks();
   await floor.close();
   return {
@@ -147,22 +142,35 @@ async function durableArm(env: BenchEnv, agents: readonly string[]) {
     whileEmbedding,
     floorIdle,
     floorWhileEmbedding,
-    idleBreakdown: await ackBreakdown(env, agents[0]!),
+    ...(await breakdowns(env, agents[0]!, { idle, whileEmbedding }, persists)),
+  };
+}
+
+/** Where the single writes' time went (`breakdownOf`), idle and while embedding. */
+async function breakdowns(
+  env: BenchEnv,
+  agentId: string,
+  writes: { idle: readonly Timed[]; whileEmbedding: readonly Timed[] | undefined },
+  persists: readonly PersistRun[],
+) {
+  const workflowId = agentMemoryWorkflowId(agentId);
+  const tasks = await updateTasks(env, workflowId);
+  const own = persists.filter((p) => p.workflowId === workflowId);
+  return {
+    idleBreakdown: {
+      seal: await sealAlone(env, `${agentId}-alone`),
+      ...breakdownOf(writes.idle, tasks, own),
+    },
+    whileEmbeddingBreakdown: writes.whileEmbedding && breakdownOf(writes.whileEmbedding, tasks, own),
   };
 }
 
 /**
- * Where an idle single write's acknowledgement goes, part by part: the client sealing it
- * (its content key stored), the server handing the workflow task to the worker, the worker's
- * workflow task (the Update's activations and the persisting local activity), and that
- * activity run alone on the same store. The workflow task's parts are the server's own times
- * from the agent's history, of the last idle writes' tasks; what the parts leave of the
- * acknowledgement is the server's (admitting the Update, writing its history) and the trips
- * between the three processes.
+ * The agent's workflow tasks that completed a write's Update, each with its bounds as the server
+ * recorded them (ms since the epoch, fractional), from every run of the agent's workflow.
  */
-async function ackBreakdown(env: BenchEnv, agentId: string) {
-  // Every run of the agent's workflow, oldest first: it may have continued as new meanwhile.
-  const workflowId = agentMemoryWorkflowId(agentId);
+async function updateTasks(env: BenchEnv, workflowId: string) {
+  // Every run, oldest first: the workflow may have continued as new meanwhile.
   const runs: { runId: string; startTime: Date }[] = [];
   for await (const run of env.client.temporal.workflow.list({ query: `WorkflowId = '${workflowId}'` }))
     runs.push(run);
@@ -175,8 +183,7 @@ async function ackBreakdown(env: BenchEnv, agentId: string) {
   // Not the SDK's tsToMs, which floors to whole milliseconds: these parts are about one.
   const at = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
     Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
-  const scheduleToStart: number[] = [];
-  const startToComplete: number[] = [];
+  const tasks: UpdateTask[] = [];
   let scheduled = 0;
   let started = 0;
   let completed: number | undefined;
@@ -184,63 +191,156 @@ async function ackBreakdown(env: BenchEnv, agentId: string) {
     if (e.workflowTaskScheduledEventAttributes) scheduled = at(e.eventTime);
     if (e.workflowTaskStartedEventAttributes) started = at(e.eventTime);
     if (e.workflowTaskCompletedEventAttributes) completed = at(e.eventTime);
-    // A task that completed a write's Update: the one an idle write waits for.
     if (e.workflowExecutionUpdateCompletedEventAttributes && completed !== undefined) {
-      scheduleToStart.push(started - scheduled);
-      startToComplete.push(completed - started);
+      tasks.push({ scheduled, started, completed });
       completed = undefined;
     }
   }
+  return tasks;
+}
+
+interface UpdateTask {
+  scheduled: number;
+  started: number;
+  completed: number;
+}
+
+/**
+ * Where single writes' acknowledgements go, part by part, write by write: from the client's
+ * send to the server scheduling the agent's workflow task (the client sealing the entry, the
+ * Update's trip, the server admitting it), the task waiting for the worker, the task up to the
+ * persisting local activity (the Update's activation and validation, the activity's dispatch),
+ * the activity itself (in the worker, on the store), the task after it (the result back in the
+ * workflow, the Update completed, the task's completion sent and recorded), and the answer's
+ * trip back to the client. The task's bounds are the server's times from the agent's history,
+ * its inner ones the worker's (`persistRecorder`), all on this machine's clock.
+ */
+function breakdownOf(
+  writes: readonly Timed[],
+  tasks: readonly UpdateTask[],
+  persists: readonly PersistRun[],
+) {
+  const parts = {
+    toWorkflowTask: [] as number[],
+    workflowTaskScheduleToStart: [] as number[],
+    workflowTaskStartToComplete: [] as number[],
+    toPersist: [] as number[],
+    persist: [] as number[],
+    afterPersist: [] as number[],
+    backToClient: [] as number[],
+  };
+  for (const w of writes) {
+    const answeredAt = w.sentAt + w.ms;
+    // The writes went one at a time, one Update each: the task within a write's own span is its.
+    const task = tasks.find((t) => t.scheduled >= w.sentAt && t.completed <= answeredAt);
+    if (!task) continue;
+    parts.toWorkflowTask.push(task.scheduled - w.sentAt);
+    parts.workflowTaskScheduleToStart.push(task.started - task.scheduled);
+    parts.workflowTaskStartToComplete.push(task.completed - task.started);
+    parts.backToClient.push(answeredAt - task.completed);
+    const persist = persists.find((p) => p.start >= task.started && p.end <= task.completed);
+    if (!persist) continue;
+    parts.toPersist.push(persist.start - task.started);
+    parts.persist.push(persist.end - persist.start);
+    parts.afterPersist.push(task.completed - persist.end);
+  }
+  return Object.fromEntries(Object.entries(parts).map(([k, v]) => [k, latencyOf(v)])) as Record<
+    keyof typeof parts,
+    ReturnType<typeof latencyOf>
+  >;
+}
+
+/** The client sealing a single write alone (storing its content key), SEQUENTIAL times. */
+async function sealAlone(env: BenchEnv, agentId: string) {
   const store = env.client.store;
-  const persist = createWriteActivities(store).persistWrites;
   const policy = await createPolicyActivities(store).currentPolicy();
-  const activity = new MockActivityEnvironment();
-  const alone = `${agentId}-alone`;
   const seal: number[] = [];
-  const persistAlone: number[] = [];
   for (let i = 0; i < SEQUENTIAL; i++) {
     // As the client builds a write of one entry (its defaults filled, `writtenAt` fixed).
     const { entries } = parseWriteRequest(
-      { agentId: alone, entries: [{ text: text(0, 300_000 + i) }] },
+      { agentId, entries: [{ text: text(0, 300_000 + i) }] },
       writeLimitsOf(policy),
       Date.now(),
     );
     for (const e of entries) e.writtenAt ??= Date.now();
     const s = performance.now();
-    const sealed = await sealWrite(store, alone, entries);
+    await sealWrite(store, agentId, entries);
     seal.push(performance.now() - s);
-    const p = performance.now();
-    await activity.run(persist, [sealed], policy);
-    persistAlone.push(performance.now() - p);
   }
-  return {
-    seal: latencyOf(seal),
-    // The last idle writes' tasks.
-    workflowTaskScheduleToStart: latencyOf(scheduleToStart.slice(-SEQUENTIAL)),
-    workflowTaskStartToComplete: latencyOf(startToComplete.slice(-SEQUENTIAL)),
-    persistAlone: latencyOf(persistAlone),
-  };
+  return latencyOf(seal);
 }
+
+/** Seconds until no hot entry of these agents awaits its vector any more. */
+async function untilEmbedded(env: BenchEnv, agents: readonly string[]): Promise<number> {
+  const t = performance.now();
+  for (const agentId of agents) {
+    while (await hotAwaitingEmbedding(env.client.store, agentId))
+      await new Promise((r) => setTimeout(r, 500));
+  }
+  return (performance.now() - t) / 1000;
+}
+
+/** A call's start on this machine's clock (ms since the epoch, fractional) and how long it took. */
+interface Timed {
+  sentAt: number;
+  ms: number;
+}
+
+const wallClock = () => performance.timeOrigin + performance.now();
 
 /** SEQUENTIAL calls of `call`, one at a time, each timed. */
-async function timedOneByOne(call: (i: number) => Promise<unknown>): Promise<number[]> {
-  const latencies: number[] = [];
+async function timedOneByOne(call: (i: number) => Promise<unknown>): Promise<Timed[]> {
+  const timed: Timed[] = [];
   for (let i = 0; i < SEQUENTIAL; i++) {
-    const s = performance.now();
+    const sentAt = wallClock();
     await call(i);
-    latencies.push(performance.now() - s);
+    timed.push({ sentAt, ms: wallClock() - sentAt });
   }
-  return latencies;
+  return timed;
 }
 
-function singleWrites(env: BenchEnv, agentId: string, pass: number): Promise<number[]> {
+function singleWrites(env: BenchEnv, agentId: string, pass: number): Promise<Timed[]> {
   return timedOneByOne((i) =>
     env.client.write({ agentId, entries: [{ text: text(0, 100_000 * (pass + 1) + i) }] }),
   );
 }
 
-function latencyOf(samples: readonly number[]) {
-  const sorted = [...samples].sort((x, y) => x - y);
+/** When the worker ran each persisting activity, and for which workflow. */
+interface PersistRun {
+  workflowId: string;
+  start: number;
+  end: number;
+}
+
+/** The worker's persisting activities, timed as they run (an activity interceptor). */
+function persistRecorder() {
+  const runs: PersistRun[] = [];
+  const interceptors: WorkerInterceptors = {
+    activity: [
+      (ctx) => ({
+        inbound: {
+          async execute(input, next) {
+            const start = wallClock();
+            try {
+              return await next(input);
+            } finally {
+              if (ctx.info.activityType === 'persistWrites')
+                runs.push({
+                  workflowId: ctx.info.workflowExecution?.workflowId ?? '',
+                  start,
+                  end: wallClock(),
+                });
+            }
+          },
+        },
+      }),
+    ],
+  };
+  return { runs, interceptors };
+}
+
+function latencyOf(samples: readonly (number | Timed)[]) {
+  const sorted = samples.map((x) => (typeof x === 'number' ? x : x.ms)).sort((x, y) => x - y);
   return { n: sorted.length, p50: round(percentile(sorted, 50)), p99: round(percentile(sorted, 99)) };
 }
 
@@ -263,24 +363,30 @@ function report(arm: Awaited<ReturnType<typeof durableArm>>, directRate: number)
     singleEntryIdleAckLatencyMs: latencyOf(arm.idle),
     idleAckBreakdownMs: arm.idleBreakdown,
     ...(arm.whileEmbedding && { singleEntryAckLatencyWhileEmbeddingMs: latencyOf(arm.whileEmbedding) }),
+    ...(arm.whileEmbeddingBreakdown && { ackWhileEmbeddingBreakdownMs: arm.whileEmbeddingBreakdown }),
     floorIdleAckLatencyMs: latencyOf(arm.floorIdle),
     ...(arm.floorWhileEmbedding && { floorAckLatencyWhileEmbeddingMs: latencyOf(arm.floorWhileEmbedding) }),
   };
 }
 
 async function main() {
-  const env = await startBenchEnv();
+  const recorded = persistRecorder();
+  const env = await startBenchEnv({}, { interceptors: recorded.interceptors });
+  const lexicalRecorded = persistRecorder();
   // The same writes through a worker and client with no embeddings endpoint: the write path
   // as it was before semantic recall, measured first, before any embedding is under way.
   const lexical = await startBenchEnv(
     {},
-    { embeddings: { unavailable: 'the write path without embeddings' } },
+    {
+      embeddings: { unavailable: 'the write path without embeddings' },
+      interceptors: lexicalRecorded.interceptors,
+    },
   );
   try {
     const agentsOf = (e: BenchEnv) => Array.from({ length: AGENTS }, (_, a) => `writer-${a}-${e.runId}`);
     let without;
     try {
-      without = await durableArm(lexical, agentsOf(lexical));
+      without = await durableArm(lexical, agentsOf(lexical), lexicalRecorded.runs);
     } finally {
       await lexical.close();
     }
@@ -315,7 +421,7 @@ async function main() {
     );
     const directRate = (perAgent * AGENTS) / ((performance.now() - t1) / 1000);
 
-    const withEmbeddings = await durableArm(env, agents);
+    const withEmbeddings = await durableArm(env, agents, recorded.runs);
     emit({
       bench: 'write-path',
       server: env.config.mongoUri
