@@ -122,6 +122,25 @@ const SCENARIOS: Record<string, (r: Recorder) => Promise<void>> = {
     await r.save('agentMemory-bursts', workflowId, first.firstExecutionRunId);
   },
 
+  /**
+   * Writes that go on for seconds, one every 200 ms: the run looks for their pause at doubling
+   * intervals (the `embed-recheck-doubles` patch), then embeds once they stop.
+   */
+  async sustainedWrites(r) {
+    const agentId = r.agent('sustained');
+    const workflowId = agentMemoryWorkflowId(agentId);
+    const until = Date.now() + 5_000;
+    for (let i = 0; Date.now() < until; i++) {
+      await r.client.write({
+        agentId,
+        entries: [{ text: `Reading ${i}: the cold room held at four degrees.` }],
+      });
+      await new Promise((done) => setTimeout(done, 200));
+    }
+    await new Promise((done) => setTimeout(done, 10_000));
+    await r.save('agentMemory-sustained', workflowId);
+  },
+
   /** A night over two agents, one page each, every activity failing once and retried. */
   async nightly(r) {
     const agents = [r.agent('night-a'), r.agent('night-b')];

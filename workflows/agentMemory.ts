@@ -4,6 +4,7 @@ import {
   ApplicationFailure,
   condition,
   defineUpdate,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -37,6 +38,14 @@ const MAX_CARRIED_UNEMBEDDED = 2_000;
 export const EMBED_AFTER_QUIET_MS = 1_000;
 /** Under writes that never pause, an entry waits at most this long for its vector. */
 export const EMBED_MAX_WAIT_MS = 60_000;
+/**
+ * While writes go on, the run looks for their pause again at doubling intervals up to this:
+ * a burst of a minute wakes it six times rather than sixty (each a workflow task the writes
+ * share the cores with), and its entries wait at most this long past the pause.
+ */
+export const EMBED_RECHECK_MAX_MS = 8_000;
+/** Runs that began before the doubling intervals keep looking once a second (docs/versioning.md). */
+const EMBED_RECHECK_DOUBLES = 'embed-recheck-doubles';
 
 export const agentMemoryInputSchema = z.strictObject({
   agentId: agentIdSchema,
@@ -150,6 +159,8 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
   const pending: Pending[] = [];
   let registered = false;
   let batches = 0;
+  // The task time of the last batch taken in (a workflow's clock, recorded in history).
+  let lastBatchAt = 0;
   // Set once the run has decided to continue as new: no write is taken in after that.
   let ending = false;
   const handOverDue = () =>
@@ -209,6 +220,13 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
   let embeddingUnavailable = false;
   const untilWritesPause = async (): Promise<void> => {
     const due = Date.now() + EMBED_MAX_WAIT_MS;
+    if (patched(EMBED_RECHECK_DOUBLES)) {
+      // Quiet is a second without a batch, however long the last look waited.
+      for (let wait = EMBED_AFTER_QUIET_MS; ; wait = Math.min(2 * wait, EMBED_RECHECK_MAX_MS)) {
+        await sleep(Math.min(wait, due - Date.now()));
+        if (Date.now() - lastBatchAt >= EMBED_AFTER_QUIET_MS || Date.now() >= due) return;
+      }
+    }
     let seen: number;
     do {
       seen = batches;
@@ -271,6 +289,7 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
       bytes += next.bytes;
     }
     batches++;
+    lastBatchAt = Date.now();
     try {
       const results = await persistWrites(
         batch.map((p) => p.request),

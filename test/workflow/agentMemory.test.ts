@@ -139,6 +139,32 @@ describe('agentMemory, with its activities stubbed', () => {
     });
   });
 
+  it('under writes that go on, looks for their pause at doubling intervals, not every second, and still embeds once they stop', async () => {
+    const s = stubs();
+    const w = await stubbedWorker(env, s.activities);
+    await w.run(async () => {
+      const h = await startAgent(w.taskQueue, { agentId: 'am-9' });
+      // Five seconds of writes, one every 200 ms: never a second without one.
+      const texts: string[] = [];
+      const until = Date.now() + 5_000;
+      for (let i = 0; Date.now() < until; i++) {
+        texts.push(`w${i}`);
+        await write(h, 'am-9', `w${i}`);
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      await vi.waitFor(() => expect(s.log.embedded).toHaveLength(1), { timeout: 20_000, interval: 50 });
+      expect(s.log.embedded[0]!.ids).toEqual(texts);
+      const history = await events(h);
+      const lastWrite = history
+        .map((e) => !!e.workflowExecutionUpdateCompletedEventAttributes)
+        .lastIndexOf(true);
+      const firedWhileWriting = history.slice(0, lastWrite).filter((e) => e.timerFiredEventAttributes);
+      // Once a second would wake the run five times; at 1, 2 and 4 s it wakes at 1 and 3 s.
+      expect(firedWhileWriting.length).toBeLessThanOrEqual(2);
+      await h.terminate();
+    });
+  }, 30_000);
+
   it('rejects a bad write in the validator, before anything reaches an activity or history', async () => {
     const s = stubs();
     const w = await stubbedWorker(env, s.activities);
