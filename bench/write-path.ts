@@ -2,8 +2,8 @@
  * The same N entries written (a) through the durable write path (Update-with-start into each
  * agent's workflow, one entry per Update) by 16 concurrent agents and (b) with the driver's
  * insertMany straight into the same server; plus the acknowledgement latency of single-entry
- * writes to one agent on an idle system (and, with embeddings, right after the bursts, while
- * the agents' workflows embed what they acknowledged). Sizes: BENCH_WRITE_N (default 4000), BENCH_AGENTS (16),
+ * writes to one agent on an idle system (and, with embeddings, after the bursts, once the
+ * agents' workflows have begun to embed what they acknowledged). Sizes: BENCH_WRITE_N (default 4000), BENCH_AGENTS (16),
  * BENCH_INFLIGHT (writes in flight per agent, one run per level, default "8,32"),
  * BENCH_SEQUENTIAL (300). Concurrent writes of one agent are coalesced by the client, so
  * more writes in flight means more entries per Update. The durable runs are made twice in
@@ -26,7 +26,7 @@ import { entryId } from '../core/ids';
 import { writeLimitsOf } from '../core/policy';
 import { indexedEntry } from '../store/entries';
 import { temporalConnectionOptions } from '../stack/connection';
-import { hotAwaitingEmbedding } from '../store/vectors';
+import { countVectors, hotAwaitingEmbedding } from '../store/vectors';
 import { agentMemoryWorkflowId } from '../workflows/agentMemory';
 import { floorUpdate, updateFloor, type FloorActivities } from './floor/updateFloor';
 import {
@@ -122,6 +122,12 @@ async function durableArm(env: BenchEnv, agents: readonly string[], persists: re
   // idle system, once that embedding has settled.
   const embeds = !('unavailable' in env.endpoints.embeddings);
   const floor = await startFloor(env);
+  if (embeds) {
+    // The agents' workflows embed once their writes pause, up to EMBED_RECHECK_MAX_MS after
+    // it: the single writes below start once that embedding is under way.
+    const seconds = await untilEmbeddingBegins(env, agents.slice(1));
+    console.error(`[write-path] the backlog began to be embedded ${round(seconds, 1)} s after the bursts`);
+  }
   const whileEmbedding = embeds ? await singleWrites(env, agents[0]!, 0) : undefined;
   // The backlog takes a minute and more to embed: the floor's Updates right after still run beside it.
   const floorWhileEmbedding = embeds ? await floor.acks() : undefined;
@@ -268,6 +274,16 @@ async function sealAlone(env: BenchEnv, agentId: string) {
     seal.push(performance.now() - s);
   }
   return latencyOf(seal);
+}
+
+/** Seconds until a vector of one of these agents is stored. */
+async function untilEmbeddingBegins(env: BenchEnv, agents: readonly string[]): Promise<number> {
+  const t = performance.now();
+  for (;;) {
+    const counts = await Promise.all(agents.map((agentId) => countVectors(env.client.store, agentId)));
+    if (counts.some((n) => n > 0)) return (performance.now() - t) / 1000;
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }
 
 /** Seconds until no hot entry of these agents awaits its vector any more. */
