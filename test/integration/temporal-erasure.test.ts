@@ -57,10 +57,21 @@ describe("an erased entry in the agent workflow's Temporal history", () => {
     const history = await agentHistory(env.agent(agentId));
     const payloads = payloadsIn(history);
     expect(payloads.length).toBeGreaterThan(3);
-    // In clear only what the SDK's core writes itself beside a local activity's result: its
-    // type, attempt and times.
+    // In clear only what the SDK writes itself: beside a local activity's result its type,
+    // attempt and times; for a patch (docs/versioning.md) its marker and the run's list of
+    // patches, which hold the patch's name.
     const clear = payloads.filter((p) => utf8(p.metadata?.[METADATA_ENCODING_KEY]) !== ENCRYPTED_ENCODING);
-    for (const p of clear) expect(Object.keys(JSON.parse(utf8(p.data)) as object)).toContain('activity_type');
+    const patchName = /^[a-z]+(-[a-z]+)*$/;
+    for (const p of clear) {
+      const value = JSON.parse(utf8(p.data)) as unknown;
+      if (Array.isArray(value)) {
+        for (const name of value) expect(name).toMatch(patchName);
+      } else if ('activity_type' in (value as object)) {
+        continue;
+      } else {
+        expect(value).toEqual({ id: expect.stringMatching(patchName), deprecated: false });
+      }
+    }
     expect(payloads.length - clear.length).toBeGreaterThan(3);
     const raw = JSON.stringify(history, (_, v: unknown) => (v instanceof Uint8Array ? utf8(v) : v));
     for (const text of [ERASED, ...KEPT, ...ATOMS]) expect(raw).not.toContain(text);
