@@ -117,9 +117,9 @@ async function durableArm(env: BenchEnv, agents: readonly string[], persists: re
       `[write-path] ${written} entries with ${inflight} in flight per agent: ${round(seconds, 1)} s`,
     );
   }
-  // Single-entry writes to one agent, one at a time: right after the bursts, while the
-  // agents' workflows embed what they acknowledged (with an embeddings endpoint), and on an
-  // idle system, once that embedding has settled.
+  // Single-entry writes to one agent, one at a time: after the bursts, while the agents'
+  // workflows embed what they acknowledged (with an embeddings endpoint), and on an idle
+  // system, once that embedding has settled.
   const embeds = !('unavailable' in env.endpoints.embeddings);
   const floor = await startFloor(env);
   if (embeds) {

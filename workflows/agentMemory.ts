@@ -40,7 +40,7 @@ export const EMBED_AFTER_QUIET_MS = 1_000;
 export const EMBED_MAX_WAIT_MS = 60_000;
 /**
  * While writes go on, the run looks for their pause again at doubling intervals up to this:
- * a burst of a minute wakes it six times rather than sixty (each a workflow task the writes
+ * a burst of a minute wakes it ten times rather than sixty (each a workflow task the writes
  * share the cores with), and its entries wait at most this long past the pause.
  */
 export const EMBED_RECHECK_MAX_MS = 8_000;
