@@ -50,6 +50,31 @@ export function isSealedWrite(w: WriteUpdate): w is SealedWrite {
   return w.entries.length > 0 && 'sealed' in w.entries[0]!;
 }
 
+const sealedSchemaCache = new Map<number, ReturnType<typeof buildSealedWriteSchema>>();
+
+/**
+ * Built once per limit: building a zod schema costs far more than running it, and the agent's
+ * workflow parses every write twice (its validator and its handler).
+ */
+function sealedWriteSchema(limits: WriteLimits) {
+  let schema = sealedSchemaCache.get(limits.maxEntriesPerWrite);
+  if (!schema) {
+    schema = buildSealedWriteSchema(limits.maxEntriesPerWrite);
+    sealedSchemaCache.set(limits.maxEntriesPerWrite, schema);
+  }
+  return schema;
+}
+
+function buildSealedWriteSchema(maxEntriesPerWrite: number) {
+  return z.strictObject({
+    agentId: agentIdSchema,
+    entries: z
+      .array(sealedEntrySchema)
+      .min(1, 'at least one entry')
+      .max(maxEntriesPerWrite, `at most ${maxEntriesPerWrite} entries per write`),
+  });
+}
+
 /**
  * Parse a write as the agent's workflow takes it, or throw InvalidInputError; pure, for the
  * Update validator. A write in clear is still taken, so that a history recorded before
@@ -60,15 +85,7 @@ export function parseWriteUpdate(input: unknown, limits: WriteLimits, now: numbe
   const sealed =
     Array.isArray(entries) && entries.some((e) => (e as { sealed?: unknown } | null)?.sealed !== undefined);
   if (!sealed) return parseWriteRequest(input, limits, now);
-  const parsed = z
-    .strictObject({
-      agentId: agentIdSchema,
-      entries: z
-        .array(sealedEntrySchema)
-        .min(1, 'at least one entry')
-        .max(limits.maxEntriesPerWrite, `at most ${limits.maxEntriesPerWrite} entries per write`),
-    })
-    .safeParse(input);
+  const parsed = sealedWriteSchema(limits).safeParse(input);
   if (!parsed.success) throw new InvalidInputError('invalid write', zodIssues(parsed.error));
   const most = sealedChars(MAX_WRITE_BYTES) + parsed.data.entries.length * (SEAL_OVERHEAD_BYTES + 96);
   const bytes = encodedBytes(parsed.data);

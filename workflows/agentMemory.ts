@@ -172,7 +172,9 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
     async (raw) => {
       // Date.now() in a workflow is the time of the task, recorded in history.
       const now = Date.now();
-      await condition(() => policy !== undefined);
+      // Only a write that comes before the run has read its policy waits: a condition costs
+      // the workflow's thread promises and a check at each activation, on every write's path.
+      if (policy === undefined) await condition(() => policy !== undefined);
       let request: WriteUpdate;
       try {
         request = parseWriteUpdate(raw, writeLimitsOf(policy!), now);

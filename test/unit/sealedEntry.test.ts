@@ -57,6 +57,27 @@ describe('a sealed write as the workflow and the persisting activity take it', (
     }
   });
 
+  it("takes at most each call's own limit of entries, however calls under other limits interleave (fast-check)", () => {
+    const sealedEntries = (n: number) =>
+      Array.from({ length: n }, (_, i) => ({ id: `e${i}`, sealed: 'AAAA' }));
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ limit: fc.integer({ min: 1, max: 6 }), n: fc.integer({ min: 1, max: 8 }) }), {
+          minLength: 1,
+          maxLength: 20,
+        }),
+        (calls) => {
+          for (const { limit, n } of calls) {
+            const write = { agentId, entries: sealedEntries(n) };
+            const parse = () => parseWriteUpdate(write, { ...LIMITS, maxEntriesPerWrite: limit }, NOW);
+            if (n <= limit) expect(parse()).toEqual(write);
+            else expect(parse).toThrow(`at most ${limit} entries per write`);
+          }
+        },
+      ),
+    );
+  });
+
   it('opens with its keys; an entry whose key is gone is erased, one sealed as another id is refused', () => {
     const key = randomBytes(32);
     const sealed = sealEntry(agentId, id, entry, key);
