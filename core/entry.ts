@@ -179,18 +179,24 @@ export function writeEntrySchema(limits: WriteLimits) {
 export type WriteEntryInput = z.input<ReturnType<typeof writeEntrySchema>>;
 export type WriteEntry = z.output<ReturnType<typeof writeEntrySchema>>;
 
-const schemaCache = new Map<string, ReturnType<typeof buildWriteRequestSchema>>();
-
-/** Built once per limits: building a zod schema costs far more than running it. */
-export function writeRequestSchema(limits: WriteLimits) {
-  const key = `${limits.maxTextChars}:${limits.maxEntriesPerWrite}`;
-  let schema = schemaCache.get(key);
-  if (!schema) {
-    schema = buildWriteRequestSchema(limits);
-    schemaCache.set(key, schema);
-  }
-  return schema;
+/**
+ * `build`, run once per distinct limits and kept: building a zod schema costs far more than
+ * running it, and the schemas of a write are needed at every write.
+ */
+export function builtOncePerLimits<S>(build: (limits: WriteLimits) => S): (limits: WriteLimits) => S {
+  const built = new Map<string, S>();
+  return (limits) => {
+    const key = `${limits.maxTextChars}:${limits.maxEntriesPerWrite}`;
+    let schema = built.get(key);
+    if (schema === undefined) {
+      schema = build(limits);
+      built.set(key, schema);
+    }
+    return schema;
+  };
 }
+
+export const writeRequestSchema = builtOncePerLimits(buildWriteRequestSchema);
 
 function buildWriteRequestSchema(limits: WriteLimits) {
   return z.strictObject({

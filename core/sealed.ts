@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import {
   agentIdSchema,
+  builtOncePerLimits,
   encodedBytes,
   MAX_ENTRY_BYTES,
   MAX_WRITE_BYTES,
@@ -50,30 +51,16 @@ export function isSealedWrite(w: WriteUpdate): w is SealedWrite {
   return w.entries.length > 0 && 'sealed' in w.entries[0]!;
 }
 
-const sealedSchemaCache = new Map<number, ReturnType<typeof buildSealedWriteSchema>>();
-
-/**
- * Built once per limit: building a zod schema costs far more than running it, and the agent's
- * workflow parses every write twice (its validator and its handler).
- */
-function sealedWriteSchema(limits: WriteLimits) {
-  let schema = sealedSchemaCache.get(limits.maxEntriesPerWrite);
-  if (!schema) {
-    schema = buildSealedWriteSchema(limits.maxEntriesPerWrite);
-    sealedSchemaCache.set(limits.maxEntriesPerWrite, schema);
-  }
-  return schema;
-}
-
-function buildSealedWriteSchema(maxEntriesPerWrite: number) {
-  return z.strictObject({
+// The agent's workflow parses every write twice (its validator and its handler).
+const sealedWriteSchema = builtOncePerLimits((limits) =>
+  z.strictObject({
     agentId: agentIdSchema,
     entries: z
       .array(sealedEntrySchema)
       .min(1, 'at least one entry')
-      .max(maxEntriesPerWrite, `at most ${maxEntriesPerWrite} entries per write`),
-  });
-}
+      .max(limits.maxEntriesPerWrite, `at most ${limits.maxEntriesPerWrite} entries per write`),
+  }),
+);
 
 /**
  * Parse a write as the agent's workflow takes it, or throw InvalidInputError; pure, for the
