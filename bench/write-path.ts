@@ -11,10 +11,12 @@
  * after the acknowledgement) and without one (`withoutEmbeddings`), side by side. Each durable
  * run reports the CPU each server of the local stack spent per entry, to show which one the
  * write path's ceiling is; the single writes, where each acknowledgement's time goes, part by
- * part (`idleAckBreakdownMs`, `ackWhileEmbeddingBreakdownMs`). Beside each run of single writes, as many Updates of the floor
+ * part (`idleAckBreakdownMs`, `ackWhileEmbeddingBreakdownMs`). Beside each run, the floor
  * (bench/floor/updateFloor.ts: an Update and a local activity with none of memgate's work in
- * them) on the same server and in the same process: what any write's acknowledgement costs
- * there before memgate adds to it.
+ * them) on the same server and in the same process: the same entries at each in-flight level,
+ * coalesced into Updates as the client coalesces writes (`floorDurable`), and as many single
+ * Updates as single writes: what the write path's rate and acknowledgement cost there before
+ * memgate adds to them.
  */
 import { availableParallelism } from 'node:os';
 import { Client, Connection } from '@temporalio/client';
@@ -24,6 +26,7 @@ import { sealWrite } from '../codec/sealedEntry';
 import { buildEntry, memoryPolicy, parseWriteRequest } from '../core/entry';
 import { entryId } from '../core/ids';
 import { writeLimitsOf } from '../core/policy';
+import { WriteCoalescer } from '../core/writeCoalescer';
 import { indexedEntry } from '../store/entries';
 import { temporalConnectionOptions } from '../stack/connection';
 import { countVectors, hotAwaitingEmbedding } from '../store/vectors';
@@ -46,14 +49,16 @@ const INFLIGHT_LEVELS = (process.env.BENCH_INFLIGHT ?? '8,32').split(',').map(Nu
 const SEQUENTIAL = Number(process.env.BENCH_SEQUENTIAL ?? 300);
 
 /**
- * The floor's worker, in this process beside memgate's, and one workflow of it: `acks()` times
- * SEQUENTIAL of its Updates, one at a time. Without memgate's payload codec, which is memgate's.
+ * The floor's worker, in this process beside memgate's, and one workflow of it per agent:
+ * `acks()` times SEQUENTIAL of its Updates, one at a time, each with one entry; `burst()` sends
+ * the entries of the durable runs, as many writes in flight per agent, coalesced into Updates
+ * as memgate's client coalesces writes. Without memgate's payload codec, which is memgate's.
  */
-async function startFloor(env: BenchEnv) {
+async function startFloor(env: BenchEnv, agents: number) {
   const connectionOptions = temporalConnectionOptions(env.config, env.endpoints.temporalAddress);
   const taskQueue = `${env.config.taskQueue}-floor`;
   const connection = await NativeConnection.connect(connectionOptions);
-  const activities: FloorActivities = { nothing: async (n) => n };
+  const activities: FloorActivities = { nothing: async (entries) => entries.length };
   const worker = await Worker.create({
     connection,
     namespace: env.config.temporalNamespace,
@@ -66,11 +71,42 @@ async function startFloor(env: BenchEnv) {
     connection: await Connection.connect(connectionOptions),
     namespace: env.config.temporalNamespace,
   });
-  const handle = await client.workflow.start(updateFloor, { taskQueue, workflowId: `${taskQueue}-floor` });
+  const handles = await Promise.all(
+    Array.from({ length: agents }, (_, a) =>
+      client.workflow.start(updateFloor, { taskQueue, workflowId: `${taskQueue}-${a}` }),
+    ),
+  );
+  const policy = await createPolicyActivities(env.client.store).currentPolicy();
+  // The entries as memgate's client sends them (defaults filled, `writtenAt` fixed), built
+  // before the clock starts: the floor does none of memgate's work.
+  const asWritten = (texts: string[]) =>
+    parseWriteRequest(
+      { agentId: 'floor', entries: texts.map((t) => ({ text: t, writtenAt: Date.now() })) },
+      { ...writeLimitsOf(policy), maxEntriesPerWrite: texts.length },
+      Date.now(),
+    ).entries;
   return {
-    acks: () => timedOneByOne((i) => handle.executeUpdate(floorUpdate, { args: [i] })),
+    acks: () => {
+      const entries = asWritten(Array.from({ length: SEQUENTIAL }, (_, i) => text(0, 200_000 + i)));
+      return timedOneByOne((i) => handles[0]!.executeUpdate(floorUpdate, { args: [[entries[i]]] }));
+    },
+    async burst(inflight: number, perAgent: number) {
+      const entries = handles.map((_, a) =>
+        asWritten(Array.from({ length: perAgent }, (_, i) => text(a, i))),
+      );
+      let updates = 0;
+      const coalescer = new WriteCoalescer<number>(async (a, batch) => {
+        updates++;
+        await handles[Number(a)]!.executeUpdate(floorUpdate, { args: [batch] });
+        return batch.map(() => 0);
+      }, policy.maxEntriesPerWrite);
+      const run = await closedLoop(handles.length, inflight, perAgent, (a, i) =>
+        coalescer.write(String(a), [entries[a]![i]!]),
+      );
+      return { ...run, updates };
+    },
     async close() {
-      await handle.terminate('benchmark finished');
+      await Promise.all(handles.map((h) => h.terminate('benchmark finished')));
       worker.shutdown();
       await running;
       await connection.close();
@@ -79,39 +115,69 @@ async function startFloor(env: BenchEnv) {
   };
 }
 
-/** The durable path at each in-flight level, then single writes on an idle agent. */
+/**
+ * `agents` agents, each with `inflight` writes in flight until it has written `perAgent`:
+ * how long that took, and each write's latency.
+ */
+async function closedLoop(
+  agents: number,
+  inflight: number,
+  perAgent: number,
+  write: (agent: number, i: number) => Promise<unknown>,
+) {
+  const latencies: number[] = [];
+  const t0 = performance.now();
+  await Promise.all(
+    Array.from({ length: agents }, async (_, a) => {
+      let next = 0;
+      const lane = async () => {
+        while (next < perAgent) {
+          const i = next++;
+          const s = performance.now();
+          await write(a, i);
+          latencies.push(performance.now() - s);
+        }
+      };
+      await Promise.all(Array.from({ length: inflight }, lane));
+    }),
+  );
+  latencies.sort((x, y) => x - y);
+  return { seconds: (performance.now() - t0) / 1000, latencies };
+}
+
+/** The floor and then the durable path at each in-flight level, then single writes on an idle agent. */
 async function durableArm(env: BenchEnv, agents: readonly string[], persists: readonly PersistRun[]) {
+  const perAgent = Math.ceil(N / AGENTS);
+  const written = perAgent * AGENTS;
+  // The floor's bursts first, before any write of these agents: once memgate's writes pause,
+  // its agents' workflows embed what they acknowledged, which the floor would run beside.
+  const floor = await startFloor(env, agents.length);
+  const floorDurable = [];
+  for (const inflight of INFLIGHT_LEVELS) {
+    const cpuBefore = cpuUsed(env.config);
+    const run = await floor.burst(inflight, perAgent);
+    floorDurable.push({
+      inflightPerAgent: inflight,
+      ...run,
+      cpuMsPerEntry: cpuSpentPer(cpuBefore, cpuUsed(env.config), written),
+    });
+  }
   // Start every agent's workflow first so the runs measure steady-state writes, not first starts.
   await Promise.all(
     agents.map((agentId) =>
       env.client.write({ agentId, entries: [{ text: 'warm-up', idempotencyKey: 'warm' }] }),
     ),
   );
-  const perAgent = Math.ceil(N / AGENTS);
-  const written = perAgent * AGENTS;
   const durable = [];
   for (const inflight of INFLIGHT_LEVELS) {
-    const latencies: number[] = [];
     const cpuBefore = cpuUsed(env.config);
-    const t0 = performance.now();
-    await Promise.all(
-      agents.map(async (agentId, a) => {
-        let next = 0;
-        const lane = async () => {
-          while (next < perAgent) {
-            const i = next++;
-            const s = performance.now();
-            const key = `w-${inflight}-${i}`;
-            await env.client.write({ agentId, entries: [{ text: text(a, i), idempotencyKey: key }] });
-            latencies.push(performance.now() - s);
-          }
-        };
-        await Promise.all(Array.from({ length: inflight }, lane));
+    const { seconds, latencies } = await closedLoop(agents.length, inflight, perAgent, (a, i) =>
+      env.client.write({
+        agentId: agents[a]!,
+        entries: [{ text: text(a, i), idempotencyKey: `w-${inflight}-${i}` }],
       }),
     );
-    const seconds = (performance.now() - t0) / 1000;
     const cpuMsPerEntry = cpuSpentPer(cpuBefore, cpuUsed(env.config), written);
-    latencies.sort((x, y) => x - y);
     durable.push({ inflightPerAgent: inflight, seconds, latencies, cpuMsPerEntry });
     console.error(
       `[write-path] ${written} entries with ${inflight} in flight per agent: ${round(seconds, 1)} s`,
@@ -121,7 +187,6 @@ async function durableArm(env: BenchEnv, agents: readonly string[], persists: re
   // workflows embed what they acknowledged (with an embeddings endpoint), and on an idle
   // system, once that embedding has settled.
   const embeds = !('unavailable' in env.endpoints.embeddings);
-  const floor = await startFloor(env);
   if (embeds) {
     // The agents' workflows embed once their writes pause, up to EMBED_RECHECK_MAX_MS after
     // it: the single writes below start once that embedding is under way.
@@ -144,6 +209,7 @@ async function durableArm(env: BenchEnv, agents: readonly string[], persists: re
   return {
     written,
     durable,
+    floorDurable,
     idle,
     whileEmbedding,
     floorIdle,
@@ -360,21 +426,41 @@ function latencyOf(samples: readonly (number | Timed)[]) {
   return { n: sorted.length, p50: round(percentile(sorted, 50)), p99: round(percentile(sorted, 99)) };
 }
 
+/** A closed-loop run of `written` entries: its rate, against `insertMany`'s, and where its time went. */
+function rateOf(
+  written: number,
+  directRate: number,
+  run: {
+    inflightPerAgent: number;
+    seconds: number;
+    latencies: number[];
+    cpuMsPerEntry: Record<string, number>;
+  },
+) {
+  return {
+    inflightPerAgent: run.inflightPerAgent,
+    entriesPerSecond: round(written / run.seconds, 1),
+    ratio_durable_to_direct: round(written / run.seconds / directRate, 3),
+    ackLatencyMs: { p50: round(percentile(run.latencies, 50)), p99: round(percentile(run.latencies, 99)) },
+    // Where the time goes: CPU ms per entry by server, and the share of the machine's cores
+    // the run kept busy (near 1: the cores, not a wait, are the ceiling).
+    cpuMsPerEntry: run.cpuMsPerEntry,
+    coresBusyShare: round(
+      Object.values(run.cpuMsPerEntry).reduce((a, b) => a + b, 0) /
+        ((run.seconds * 1000 * availableParallelism()) / written),
+      2,
+    ),
+  };
+}
+
 function report(arm: Awaited<ReturnType<typeof durableArm>>, directRate: number) {
   return {
-    durable: arm.durable.map((d) => ({
-      inflightPerAgent: d.inflightPerAgent,
-      entriesPerSecond: round(arm.written / d.seconds, 1),
-      ratio_durable_to_direct: round(arm.written / d.seconds / directRate, 3),
-      ackLatencyMs: { p50: round(percentile(d.latencies, 50)), p99: round(percentile(d.latencies, 99)) },
-      // Where the time goes: CPU ms per entry by server, and the share of the machine's cores
-      // the run kept busy (near 1: the cores, not a wait, are the ceiling).
-      cpuMsPerEntry: d.cpuMsPerEntry,
-      coresBusyShare: round(
-        Object.values(d.cpuMsPerEntry).reduce((a, b) => a + b, 0) /
-          ((d.seconds * 1000 * availableParallelism()) / arm.written),
-        2,
-      ),
+    durable: arm.durable.map((d) => rateOf(arm.written, directRate, d)),
+    // The same entries and writes in flight as Updates of the floor: the rate the server and
+    // the worker allow before memgate adds its work.
+    floorDurable: arm.floorDurable.map((d) => ({
+      ...rateOf(arm.written, directRate, d),
+      entriesPerUpdate: round(arm.written / d.updates, 1),
     })),
     singleEntryIdleAckLatencyMs: latencyOf(arm.idle),
     idleAckBreakdownMs: arm.idleBreakdown,
