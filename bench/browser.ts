@@ -17,13 +17,13 @@
 import { createKey } from '../store/keys';
 import { startHttpServer } from '../cli/commands/serve';
 import { censusAsOf } from '../core/census';
-import { buildEntry, memoryPolicy, type Entry, type Tier } from '../core/entry';
-import { consolidationRunId, entryId } from '../core/ids';
+import { memoryPolicy, type Entry, type Tier } from '../core/entry';
+import { consolidationRunId } from '../core/ids';
 import { DAY_MS, HOUR_MS } from '../core/salience';
 import { countChanges } from '../store/census';
 import { indexedEntry } from '../store/entries';
 import { recordRun } from '../store/runs';
-import { emit, percentile, round, startBenchEnv, type BenchEnv } from './support';
+import { emit, episodeEntry, percentile, round, startBenchEnv, type BenchEnv } from './support';
 
 const ENTRIES = Number(process.env.BENCH_BROWSER_ENTRIES ?? 250_000);
 const OTHERS = Number(process.env.BENCH_BROWSER_OTHERS ?? 20_000);
@@ -53,21 +53,7 @@ function entryAt(agentId: string, i: number, now: number): { entry: Entry; tier:
   const text =
     `Note ${i}: the ${WORDS[i % WORDS.length]} ${WORDS[(i * 7) % WORDS.length]} review moved ` +
     `to ${(i % 28) + 1} March, with ${i % 97} open items for team ${i % 41}.`;
-  const built = buildEntry(
-    entryId(agentId, { idempotencyKey: String(i) }),
-    agentId,
-    {
-      text,
-      kind: 'episode',
-      salience: 0.2 + (i % 8) / 10,
-      source: { origin: 'agent' },
-      confidence: 0.5,
-      verified: false,
-      volatile: false,
-      writtenAt,
-    },
-    policy,
-  );
+  const built = episodeEntry(agentId, String(i), { text, writtenAt, salience: 0.2 + (i % 8) / 10 }, policy);
   const { pending: _pending, ...entry } = indexedEntry(built);
   if (i % 10 === 0) Object.assign(entry, { isActive: false, supersededBy: `s${i}` });
   else if (i % 20 === 1) Object.assign(entry, { expiredAt: now - DAY_MS });

@@ -7,8 +7,7 @@
  * on the local stack only; prints JSON.
  */
 import type { Collection } from 'mongodb';
-import { buildEntry, memoryPolicy, type Entry } from '../core/entry';
-import { entryId } from '../core/ids';
+import { memoryPolicy, type Entry } from '../core/entry';
 import { terms } from '../core/text';
 import { INDEXES } from '../store/db';
 import { indexedEntry, termKeys } from '../store/entries';
@@ -17,6 +16,7 @@ import { adminClient, ginTwinsOf } from '../stack/postgres';
 import { postgresPaths } from '../stack/stack';
 import {
   emit,
+  episodeEntry,
   percentile,
   round,
   startBenchEnv,
@@ -58,19 +58,10 @@ async function main(): Promise<void> {
     let written = 0;
     const entry = (i: number): Entry =>
       indexedEntry(
-        buildEntry(
-          entryId(AGENT, { idempotencyKey: String(i) }),
+        episodeEntry(
           AGENT,
-          {
-            text: writePathText(i % 16, i),
-            kind: 'episode',
-            salience: 0.6,
-            source: { origin: 'agent' },
-            confidence: 0.5,
-            verified: false,
-            volatile: false,
-            writtenAt: Date.now() - i * 1_000,
-          },
+          String(i),
+          { text: writePathText(i % 16, i), writtenAt: Date.now() - i * 1_000, salience: 0.6 },
           policy,
         ),
       );

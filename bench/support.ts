@@ -5,6 +5,8 @@ import { terminateOpenWorkflows } from '../client/admin';
 import { MemgateClient, type ClientEndpoints } from '../client/client';
 import { resolveEmbeddings } from '../stack/connection';
 import type { EmbeddingsEndpoint } from '../llm';
+import { buildEntry, type Entry, type MemoryPolicy } from '../core/entry';
+import { entryId } from '../core/ids';
 import { MAX_RECALL_INDEX_WAIT_MS, parseConfig, type Config } from '../core/config';
 import { postgresPaths, runningServers, stackDown, stackUp, type StackSettings } from '../stack/stack';
 import { adminClient } from '../stack/postgres';
@@ -107,6 +109,34 @@ export async function vacuumLoadedStore(env: BenchEnv): Promise<void> {
 /** bench/write-path's entry: agent `agent`'s `i`th observation; bench/embeddings embeds the same. */
 export function writePathText(agent: number, i: number): string {
   return `Agent ${agent} observation ${i}: the build on branch feature-${i % 97} took ${(i * 7) % 300} seconds on runner ${i % 13}.`;
+}
+
+/**
+ * An episode of `agentId` as the write path builds one from a write of `text` under
+ * `idempotencyKey` (the write's other fields at their defaults), for benchmarks that load
+ * entries without the write path.
+ */
+export function episodeEntry(
+  agentId: string,
+  idempotencyKey: string,
+  write: { text: string; writtenAt: number; salience?: number },
+  policy: MemoryPolicy,
+): Entry {
+  return buildEntry(
+    entryId(agentId, { idempotencyKey }),
+    agentId,
+    {
+      text: write.text,
+      kind: 'episode',
+      salience: write.salience ?? 0.5,
+      source: { origin: 'agent' },
+      confidence: 0.5,
+      verified: false,
+      volatile: false,
+      writtenAt: write.writtenAt,
+    },
+    policy,
+  );
 }
 
 export function percentile(sortedMs: number[], p: number): number {

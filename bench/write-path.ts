@@ -23,8 +23,7 @@ import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkerInterceptors } from '@temporalio/worker';
 import { createPolicyActivities } from '../activities/policy';
 import { sealWrite } from '../codec/sealedEntry';
-import { buildEntry, memoryPolicy, parseWriteRequest } from '../core/entry';
-import { entryId } from '../core/ids';
+import { memoryPolicy, parseWriteRequest } from '../core/entry';
 import { writeLimitsOf } from '../core/policy';
 import { WriteCoalescer } from '../core/writeCoalescer';
 import { indexedEntry } from '../store/entries';
@@ -39,6 +38,7 @@ import {
   percentile,
   round,
   startBenchEnv,
+  episodeEntry,
   writePathText as text,
   type BenchEnv,
 } from './support';
@@ -500,21 +500,7 @@ async function main() {
     const now = Date.now();
     const batches = agents.map((agentId, a) =>
       Array.from({ length: perAgent }, (_, i) =>
-        buildEntry(
-          entryId(`direct-${agentId}`, { idempotencyKey: `w-${i}` }),
-          `direct-${agentId}`,
-          {
-            text: text(a, i),
-            kind: 'episode',
-            salience: 0.5,
-            source: { origin: 'agent' },
-            confidence: 0.5,
-            verified: false,
-            volatile: false,
-            writtenAt: now,
-          },
-          policy,
-        ),
+        episodeEntry(`direct-${agentId}`, `w-${i}`, { text: text(a, i), writtenAt: now }, policy),
       ),
     );
     const t1 = performance.now();

@@ -9,11 +9,18 @@
  * BENCH_WRITE_UPDATES (updates per agent and round, 16), three rounds (the first warms up).
  */
 import { randomUUID } from 'node:crypto';
-import { buildEntry, memoryPolicy, type Entry } from '../core/entry';
-import { entryId } from '../core/ids';
+import { memoryPolicy, type Entry } from '../core/entry';
 import { contentKeys, contentKeysFor } from '../store/contentKeys';
 import { indexedEntry, insertNewEntries } from '../store/entries';
-import { cpuSpentPer, cpuUsed, emit, round, startBenchEnv, writePathText as text } from './support';
+import {
+  cpuSpentPer,
+  cpuUsed,
+  emit,
+  round,
+  startBenchEnv,
+  episodeEntry,
+  writePathText as text,
+} from './support';
 
 const AGENTS = Number(process.env.BENCH_AGENTS ?? 16);
 const BATCH = Number(process.env.BENCH_WRITE_BATCH ?? 28);
@@ -30,24 +37,14 @@ async function main() {
     const batchesOf = (round: string) =>
       Array.from({ length: AGENTS }, (_, a) =>
         Array.from({ length: UPDATES }, (_, u) =>
-          Array.from({ length: BATCH }, (_, i): Entry => {
-            const agentId = agentOf(a);
-            return buildEntry(
-              entryId(agentId, { idempotencyKey: `${round}-${u}-${i}` }),
-              agentId,
-              {
-                text: text(a, u * BATCH + i),
-                kind: 'episode',
-                salience: 0.5,
-                source: { origin: 'agent' },
-                confidence: 0.5,
-                verified: false,
-                volatile: false,
-                writtenAt: Date.now(),
-              },
+          Array.from({ length: BATCH }, (_, i) =>
+            episodeEntry(
+              agentOf(a),
+              `${round}-${u}-${i}`,
+              { text: text(a, u * BATCH + i), writtenAt: Date.now() },
               policy,
-            );
-          }),
+            ),
+          ),
         ),
       );
     const commands: Record<string, (batch: Entry[]) => Promise<unknown>> = {
