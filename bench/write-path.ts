@@ -35,10 +35,10 @@ import {
   cpuSpentPer,
   cpuUsed,
   emit,
+  episodeEntry,
   percentile,
   round,
   startBenchEnv,
-  episodeEntry,
   writePathText as text,
   type BenchEnv,
 } from './support';

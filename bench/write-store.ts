@@ -16,9 +16,9 @@ import {
   cpuSpentPer,
   cpuUsed,
   emit,
+  episodeEntry,
   round,
   startBenchEnv,
-  episodeEntry,
   writePathText as text,
 } from './support';
 
@@ -33,58 +33,44 @@ async function main() {
     const store = env.client.store;
     const policy = memoryPolicy(env.config);
     const agentOf = (a: number) => `writer-${a}-${env.runId}`;
+    const ids = (batch: Entry[]) => batch.map((e) => e._id);
     // One round's batches: each agent's Updates, each with BATCH new entries.
-    const batchesOf = (round: string) =>
+    const batchesOf = (prefix: string) =>
       Array.from({ length: AGENTS }, (_, a) =>
         Array.from({ length: UPDATES }, (_, u) =>
           Array.from({ length: BATCH }, (_, i) =>
             episodeEntry(
               agentOf(a),
-              `${round}-${u}-${i}`,
+              `${prefix}-${u}-${i}`,
               { text: text(a, u * BATCH + i), writtenAt: Date.now() },
               policy,
             ),
           ),
         ),
       );
-    const commands: Record<string, (batch: Entry[]) => Promise<unknown>> = {
-      contentKeyInsert: (b) =>
-        contentKeysFor(
-          store,
-          b[0]!.agentId,
-          b.map((e) => e._id),
-          Date.now(),
-        ),
-      contentKeyRead: (b) =>
-        contentKeys(
-          store,
-          b[0]!.agentId,
-          b.map((e) => e._id),
-        ),
-      registryAndHotInsert: (b) => insertNewEntries(store, b),
-    };
     const entries = AGENTS * UPDATES * BATCH;
     const measured: Record<string, unknown>[] = [];
     for (const pass of [0, 1, 2]) {
-      const batches = batchesOf(randomUUID());
-      // Hot alone, on entries of their own (the others' ids are then taken).
-      const hotAlone = batchesOf(randomUUID());
-      const steps: (readonly [string, (a: number, u: number) => Promise<unknown>])[] = [
-        ...Object.entries(commands).map(
-          ([name, run]) => [name, (a: number, u: number) => run(batches[a]![u]!)] as const,
-        ),
+      // The write's commands on one set of entries, in the order a write makes them; hot alone
+      // on entries of its own (the others' ids are in hot by then).
+      const written = batchesOf(randomUUID());
+      const steps: [string, Entry[][][], (batch: Entry[]) => Promise<unknown>][] = [
+        ['contentKeyInsert', written, (b) => contentKeysFor(store, b[0]!.agentId, ids(b), Date.now())],
+        ['contentKeyRead', written, (b) => contentKeys(store, b[0]!.agentId, ids(b))],
+        ['registryAndHotInsert', written, (b) => insertNewEntries(store, b)],
         [
           'hotInsertAlone',
-          (a: number, u: number) =>
-            store.hot.insertMany(hotAlone[a]![u]!.map(indexedEntry), { ordered: false }),
+          batchesOf(randomUUID()),
+          (b) => store.hot.insertMany(b.map(indexedEntry), { ordered: false }),
         ],
       ];
-      for (const [name, run] of steps) {
+      for (const [name, batches, run] of steps) {
         const before = cpuUsed(env.config);
         const t0 = performance.now();
+        // Each agent's batches one after another, the agents side by side.
         await Promise.all(
-          Array.from({ length: AGENTS }, async (_, a) => {
-            for (let u = 0; u < UPDATES; u++) await run(a, u);
+          batches.map(async (agentBatches) => {
+            for (const batch of agentBatches) await run(batch);
           }),
         );
         const seconds = (performance.now() - t0) / 1000;
