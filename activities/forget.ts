@@ -17,6 +17,7 @@ import {
 } from '../store/forget';
 import { storedEntries } from '../store/tiers';
 import { heartbeat } from './liveness';
+import { doubtHotCountIfRetried } from './retries';
 
 interface ForgetStep {
   agentId: string;
@@ -113,6 +114,7 @@ export function createForgetActivities(store: Store, summariser: Summariser) {
       input: ForgetStep,
     ): Promise<{ removed: string[]; restored: string[]; tiers: Tier[]; queriesRemoved: number }> {
       input = parseInput(forgetDerivedSchema, input, 'forget');
+      await doubtHotCountIfRetried(store, input.agentId);
       const derived = await eachDerivedSummary(input, async (summary, sources) => {
         const merged = extractiveSummary(sources.map((s) => ({ id: s._id, text: s.text })));
         await rewrite(input, summary, sources, merged, false);
@@ -139,6 +141,7 @@ export function createForgetActivities(store: Store, summariser: Summariser) {
       input: ForgetStep,
     ): Promise<{ resummarised: string[]; removed: string[]; queriesRemoved: number }> {
       input = parseInput(forgetDerivedSchema, input, 'forget');
+      await doubtHotCountIfRetried(store, input.agentId);
       const resummarised: string[] = [];
       const { removed, queriesRemoved } = await eachDerivedSummary(input, async (summary, sources) => {
         const text = await summariser.summarise(sources.map((s) => ({ id: s._id, text: s.text })));

@@ -8,12 +8,13 @@ import { COUNT_FIELDS, nightlyMetric, PASS_PHASES, type PassPhaseName } from '..
 import { reclaimPolicy } from '../core/nightly/reclaim';
 import type { Summariser } from '../llm/summariser';
 import { censusAsOf } from '../core/census';
-import { agentCensus, doubtHotCount, registeredAgents, tierCounts, tombstoneCount } from '../store/agents';
+import { agentCensus, registeredAgents, tierCounts, tombstoneCount } from '../store/agents';
 import type { Store } from '../store/db';
 import { recordRun, type RunRecord } from '../store/runs';
 import type { RunContext } from '../store/ledger';
 import { mongoNight } from '../store/nightStore';
 import { heartbeat, heartbeating } from './liveness';
+import { doubtHotCountIfRetried } from './retries';
 import type { MeaningNeighbours } from '../core/nightly/clusters';
 import type { Neighbour } from '../vectorEngine/protocol';
 import { vectorIndexLimitsOf, type VectorIndexes } from '../store/vectorIndexes';
@@ -105,8 +106,7 @@ export function createNightlyActivities(
       `${name}Phase`,
       async (input: PhaseInput) => {
         const { run, policy } = checked(input);
-        // An attempt before this one may have stopped between a change and its count.
-        if (Context.current().info.attempt > 1) await doubtHotCount(store, run.agentId);
+        await doubtHotCountIfRetried(store, run.agentId);
         return NIGHT_PASS[name]({
           night: night(run),
           run,

@@ -29,7 +29,7 @@ export async function tierCounts(
   };
 }
 
-/** A phase of the agent's night is retried: the next reclaim counts hot again (AgentRecord). */
+/** An activity that deletes or moves the agent's entries is retried: the next reclaim counts hot again (AgentRecord). */
 export async function doubtHotCount(store: Store, agentId: string): Promise<void> {
   await store.agents.updateOne({ _id: agentId }, { $set: { hotCountInDoubt: true } });
 }

@@ -118,8 +118,9 @@ export interface AgentRecord {
    */
   hotWrittenFrom?: number;
   /**
-   * A phase of a night was retried: its first attempt may have stopped between a change and
-   * its count, so the next reclaim reads every hot entry, which sets the count again.
+   * An activity that deletes or moves entries (a phase of a night, a step of forget) was
+   * retried: an attempt before it may have stopped between a change and its count, so the
+   * next reclaim reads every hot entry, which sets the count again.
    */
   hotCountInDoubt?: true;
   /** Its entries by tier and state, and its tombstones by kind (store/census.ts). */

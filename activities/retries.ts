@@ -1,0 +1,13 @@
+import { Context } from '@temporalio/activity';
+import { doubtHotCount } from '../store/agents';
+import type { Store } from '../store/db';
+
+/**
+ * For an activity that deletes or moves the agent's entries and counts the change after: an
+ * attempt before this one may have stopped between the two, and this one finds the change
+ * made and counts nothing. The next reclaim then reads every hot entry and sets the count
+ * again instead of trusting it (store/db.ts, `hotCountInDoubt`).
+ */
+export async function doubtHotCountIfRetried(store: Store, agentId: string): Promise<void> {
+  if (Context.current().info.attempt > 1) await doubtHotCount(store, agentId);
+}
