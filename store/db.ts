@@ -3,6 +3,7 @@ import {
   MongoBulkWriteError,
   MongoClient,
   MongoError,
+  MongoServerError,
   type Collection,
   type Db,
   type Document,
@@ -293,6 +294,11 @@ export interface Store extends Collections {
    */
   answers(): Promise<void>;
   close(): Promise<void>;
+}
+
+/** The store refused a second document of one `_id` (or of one value of another unique index). */
+export function isDuplicateKey(err: unknown): boolean {
+  return err instanceof MongoServerError && err.code === 11000;
 }
 
 /**

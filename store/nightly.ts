@@ -26,7 +26,14 @@ import { moveBetweenTiers, moveManyBetweenTiers, type BatchTierOps, type MoveOut
 import { annotate, widenForRecall } from './annotate';
 import { countArrived, countMoved } from './agents';
 import { countChanges, countTombstones } from './census';
-import { CALL_FAN_OUT, insertIgnoringExisting, type Store } from './db';
+import {
+  CALL_FAN_OUT,
+  insertIgnoringExisting,
+  isDuplicateKey,
+  isErasure,
+  type Store,
+  type Tombstone,
+} from './db';
 import { gateKeys, insertNewEntries, termKeys, writeDayKey } from './entries';
 import { deleteEntry, withdrawErased } from './erasure';
 import { ledgerId, recordEvent, recordEvents, type RunContext } from './ledger';
@@ -326,7 +333,8 @@ export async function spillEntries(
  * (docs/invariants.md, Two-key deletion), then the entry leaves both tiers (it may be in
  * both after an interrupted spill), only at the version the decision read. When that delete
  * matches nothing because the entry changed (a concurrent refresh, its stand-in unlinked by
- * an erasure), it stays and its tombstone and ledger record are withdrawn: false.
+ * an erasure), it stays and its tombstone and ledger record are withdrawn: false. False too,
+ * with nothing written, when the entry was erased since the plan read it.
  */
 export async function evictEntry(
   store: Store,
@@ -334,24 +342,36 @@ export async function evictEntry(
   entry: Entry,
   step: ReclaimStep,
 ): Promise<boolean> {
-  const written = await store.tombstones.replaceOne(
-    { _id: entry._id, agentId: ctx.agentId },
-    {
-      agentId: ctx.agentId,
-      terms: entry.terms,
-      termKeys: termKeys(ctx.agentId, entry.terms),
-      reason: step.why,
-      deletedAt: ctx.asOf,
-      ...(step.standIn ? { standIn: step.standIn } : {}),
-      ...(entry.subject !== undefined && entry.attribute !== undefined
-        ? { subject: entry.subject, attribute: entry.attribute, writtenAt: entry.writtenAt }
-        : {}),
-      atoms: entry.atoms,
-      runId: ctx.runId,
-    },
-    { upsert: true },
-  );
-  if (written.upsertedCount === 1) await countTombstones(store, ctx.agentId, [{ to: step.why }]);
+  // An erasure's tombstone is never replaced by one that holds the entry's terms and atoms
+  // (docs/invariants.md, Erasure wins): the write is guarded on the tombstone read here (an
+  // earlier attempt's, or none), so an erasure landing in between makes it insert a second
+  // tombstone of the id, which the store refuses.
+  const prior = await findById(store.tombstones, ctx.agentId, entry._id);
+  if (prior && isErasure(prior)) return false;
+  const tombstone: Omit<Tombstone, '_id'> = {
+    agentId: ctx.agentId,
+    terms: entry.terms,
+    termKeys: termKeys(ctx.agentId, entry.terms),
+    reason: step.why,
+    deletedAt: ctx.asOf,
+    ...(step.standIn ? { standIn: step.standIn } : {}),
+    ...(entry.subject !== undefined && entry.attribute !== undefined
+      ? { subject: entry.subject, attribute: entry.attribute, writtenAt: entry.writtenAt }
+      : {}),
+    atoms: entry.atoms,
+    runId: ctx.runId,
+  };
+  try {
+    const written = await store.tombstones.replaceOne(
+      { _id: entry._id, agentId: ctx.agentId, reason: prior ? prior.reason : { $exists: false } },
+      tombstone,
+      { upsert: true },
+    );
+    if (written.upsertedCount === 1) await countTombstones(store, ctx.agentId, [{ to: step.why }]);
+  } catch (err) {
+    if (isDuplicateKey(err)) return false;
+    throw err;
+  }
   await recordEvent(store, ctx, 'evict', entry._id, step.why, {
     rank: step.rank,
     ...step.inputs,

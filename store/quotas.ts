@@ -1,6 +1,5 @@
-import { MongoServerError } from 'mongodb';
 import { QuotaExceededError, StackUnavailableError } from '../core/errors';
-import type { QuotaKind, Store } from './db';
+import { isDuplicateKey, type QuotaKind, type Store } from './db';
 
 /**
  * Quotas per API key (docs/store.md, Quotas): the agents a key may write for and the window
@@ -10,8 +9,6 @@ import type { QuotaKind, Store } from './db';
  */
 const claimId = (keyId: string, kind: QuotaKind, id: string) => `${keyId} ${kind} ${id}`;
 const quotaId = (keyId: string, kind: QuotaKind) => `${keyId} ${kind}`;
-
-const isDuplicateKey = (err: unknown) => err instanceof MongoServerError && err.code === 11000;
 
 const WHAT: Record<QuotaKind, string> = { agent: 'agents', window: 'open window sessions' };
 

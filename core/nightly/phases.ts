@@ -152,7 +152,10 @@ export interface NightStore {
    */
   retireSummary(summary: Entry, cause: SupersededSource): Promise<void>;
   spill(batch: readonly { step: ReclaimStep; entry: Entry }[]): Promise<void>;
-  /** False when the entry changed since it was read: it stays, and no tombstone is left. */
+  /**
+   * False when the entry changed since it was read (it stays, and no tombstone is left) or was
+   * erased meanwhile (its erasure's tombstone stays).
+   */
   evict(entry: Entry, step: ReclaimStep): Promise<boolean>;
   /** How many `event` records this run has written: a phase's count, exact across retries. */
   counted(event: string): Promise<number>;

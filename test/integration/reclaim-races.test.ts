@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import type { Tombstone } from '../../store/db';
+import { ERASED, type Tombstone } from '../../store/db';
 import { interleaveOnce } from '../support/faults';
 import { useTestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
@@ -81,6 +81,27 @@ describe('reclaim against a change made after its plan', () => {
       expect(stored, id).toBe(1);
       expect(await env.store.tombstones.findOne({ _id: id }), id).toBeNull();
     }
+    await expectVerified(env, agentId);
+  }, 300_000);
+
+  it('itself erased in between: its erasure tombstone stands, with no term or atom of it', async () => {
+    const { agentId } = await couriersDueForEviction('evict-erased');
+    let erased = '';
+    const undo = beforeFirstEviction(async (id) => {
+      erased = id;
+      await env.client.forget({ agentId, entryId: id });
+    });
+    try {
+      await env.client.consolidate({ agentId, asOf: dayAt(10, 3) });
+    } finally {
+      undo();
+    }
+    expect(erased).not.toBe('');
+    const stone = await env.store.tombstones.findOne({ _id: erased });
+    expect(stone).toMatchObject({ reason: ERASED, terms: [], termKeys: [] });
+    expect(stone).not.toHaveProperty('atoms');
+    expect(await env.store.hot.countDocuments({ _id: erased })).toBe(0);
+    expect(await env.store.cold.countDocuments({ _id: erased })).toBe(0);
     await expectVerified(env, agentId);
   }, 300_000);
 
