@@ -56,7 +56,8 @@ export interface MemoryErased {
 
 /**
  * The agent's memory. Its content keys go first, so every copy of its content in Temporal's
- * histories is unreadable from then on whatever fails after. Then tombstones (every id of the
+ * histories is unreadable from then on whatever fails after (and again once its tiers are
+ * swept). Then tombstones (every id of the
  * registry, which a replayed write would bring back; then every tombstone that is not an
  * erasure's), then its entries of both tiers, a page at a time until none is left (each page
  * tombstoned again first, for an entry the registry does not name), then every vector it
@@ -105,6 +106,10 @@ export async function eraseAgentMemory(
       onBatch();
     }
   }
+  // Again once the tiers are swept: a write resent meanwhile found no key and made one, and,
+  // its entry not yet tombstoned, was answered existing and kept it; a resend from here on is
+  // answered erased, and its persist deletes the key it made.
+  await shredAgentContentKeys(store, agentId);
   for (;;) {
     const page = await store.vectors
       .find({ agentId, vector: { $exists: true } }, { projection: { _id: 1 } })

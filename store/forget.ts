@@ -40,6 +40,10 @@ export async function tombstoneErasure(
     );
     await countTombstones(store, agentId, [{ from: stone?.reason, to: ERASED }]);
   }
+  // Again once the tombstone stands: a write resent after the first delete found no key and
+  // made one, and, its entry still stored, was answered existing and kept it. From here on a
+  // resend is answered erased, and its persist deletes the key it made.
+  await shredContentKey(store, agentId, id);
   await store.ledger.replaceOne(
     { _id: `erase:${id}`, agentId },
     { agentId, at, event: 'erase', entryId: id, reason: 'forget' },

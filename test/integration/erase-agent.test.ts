@@ -9,13 +9,14 @@ import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { requireKey } from '../../server/auth';
 import { buildHttpServer } from '../../server/http';
 import { buildMcpServer } from '../../server/mcp';
+import { contentKeys } from '../../store/contentKeys';
 import { createKey, listKeys } from '../../store/keys';
 import { agentMemoryWorkflowId } from '../../workflows/agentMemory';
 import { contextWindowWorkflowId } from '../../workflows/contextWindow';
 import { runMemgate } from '../support/cli';
 import { untilHotEmbedded } from '../support/embedded';
 import { startTestEnv, type TestEnv } from '../support/env';
-import { failOnce } from '../support/faults';
+import { failOnce, interleaveOnce } from '../support/faults';
 import { expectVerified } from '../support/verify';
 
 /**
@@ -356,6 +357,28 @@ describe('erasing a whole agent (docs/erasure.md)', () => {
     expect(crashed).toBe(true);
     await expectErased(agentId);
     await expectVerified(env, agentId);
+  }, 600_000);
+
+  it('leaves no key under which a write resent during the sweep opens', async () => {
+    const agentId = env.agent('erase-resent');
+    const write = { text: 'Vantrel pays its courier on 2031-04-17.', idempotencyKey: 'vantrel-courier' };
+    const [stored] = (await env.client.write({ agentId, entries: [write] })).entries;
+    // Sent again after the erasure deleted the agent's keys, before it tombstoned the id: the
+    // client makes a new key, and the entry, still stored, is answered existing.
+    let resent = '';
+    const undo = interleaveOnce(env.worker.store, 'tombstones', 'bulkWrite', async () => {
+      const [again] = (await env.client.write({ agentId, entries: [write] })).entries;
+      resent = again!.status;
+    });
+    try {
+      await env.client.eraseAgent({ agentId });
+    } finally {
+      undo();
+    }
+    expect(resent).toBe('existing');
+    expect([...(await contentKeys(env.store, agentId, [stored!.id])).keys()]).toEqual([]);
+    const report = await env.client.verify({ agentId });
+    expect(report.findings.filter((f) => f.check === 'erased-in-temporal-history')).toEqual([]);
   }, 600_000);
 
   it('answers with nothing removed for an agent that never wrote', async () => {

@@ -6,6 +6,7 @@ import { openEntry } from '../../codec/sealedEntry';
 import { contentKeys } from '../../store/contentKeys';
 import { createKey } from '../../store/keys';
 import { agentMemoryWorkflowId } from '../../workflows/agentMemory';
+import { interleaveOnce } from '../support/faults';
 import { useTestEnv } from '../support/env';
 
 /**
@@ -157,5 +158,35 @@ describe("an erased entry in the agent workflow's Temporal history", () => {
       for (const atom of [ERASED, ...ATOMS]) expect(shown).not.toContain(atom);
       expect(shown).toContain(`{"id":"${ids[1]}","erased":true}`);
     });
+  });
+});
+
+describe('a write of the entry resent while forget erases it', () => {
+  it('leaves no key under which its resent copy opens', async () => {
+    const agent = env.agent('temporal-erasure-resent');
+    const write = { text: ERASED, kind: 'fact' as const, idempotencyKey: 'halcyon-fees' };
+    const [stored] = (await env.client.write({ agentId: agent, entries: [write] })).entries;
+    // Sent again after forget deleted its key and before the tombstone: the client finds no
+    // key and makes one, and the entry, still stored, is answered existing.
+    let resent = '';
+    const undo = interleaveOnce(
+      env.worker.store,
+      'tombstones',
+      'replaceOne',
+      async () => {
+        const [again] = (await env.client.write({ agentId: agent, entries: [write] })).entries;
+        resent = again!.status;
+      },
+      (args) => (args[0] as { _id: string })._id === stored!.id,
+    );
+    try {
+      await env.client.forget({ agentId: agent, entryId: stored!.id });
+    } finally {
+      undo();
+    }
+    expect(resent).toBe('existing');
+    expect([...(await contentKeys(env.store, agent, [stored!.id])).keys()]).toEqual([]);
+    const report = await env.client.verify({ agentId: agent });
+    expect(report.findings.filter((f) => f.check === 'erased-in-temporal-history')).toEqual([]);
   });
 });
