@@ -14,7 +14,7 @@ import { recordRun, type RunRecord } from '../store/runs';
 import type { RunContext } from '../store/ledger';
 import { mongoNight } from '../store/nightStore';
 import { heartbeat, heartbeating } from './liveness';
-import { doubtHotCountIfRetried } from './retries';
+import { doubtHotCountIfRetried, withdrawErasedCopiesIfRetried } from './retries';
 import type { MeaningNeighbours } from '../core/nightly/clusters';
 import type { Neighbour } from '../vectorEngine/protocol';
 import { vectorIndexLimitsOf, type VectorIndexes } from '../store/vectorIndexes';
@@ -107,6 +107,7 @@ export function createNightlyActivities(
       async (input: PhaseInput) => {
         const { run, policy } = checked(input);
         await doubtHotCountIfRetried(store, run.agentId);
+        await withdrawErasedCopiesIfRetried(store, run);
         return NIGHT_PASS[name]({
           night: night(run),
           run,

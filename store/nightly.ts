@@ -28,6 +28,7 @@ import { countArrived, countMoved } from './agents';
 import { countChanges, countTombstones } from './census';
 import {
   CALL_FAN_OUT,
+  inBatches,
   insertIgnoringExisting,
   isDuplicateKey,
   isErasure,
@@ -35,6 +36,7 @@ import {
   type Tombstone,
 } from './db';
 import { gateKeys, insertNewEntries, termKeys, writeDayKey } from './entries';
+import { IDS_PER_READ } from './byIds';
 import { deleteEntry, withdrawErased } from './erasure';
 import { ledgerId, recordEvent, recordEvents, type RunContext } from './ledger';
 import { findById, locateEntry, tierCollection } from './tiers';
@@ -325,6 +327,30 @@ export async function spillEntries(
     { known: new Map(batch.map(({ entry }) => [entry._id, recallStateOf(entry, 'cold')])) },
   );
   return moved;
+}
+
+/**
+ * The copies this run's moves made, looked at again for an erasure (docs/invariants.md,
+ * Erasure wins). A move writes its copy first and looks after, so an attempt that stopped
+ * in between may have left a copy of an erased entry that no later plan reads (reclaim plans
+ * from hot, refresh from the cold entries recall asked for); the ledger names each entry a
+ * move takes before it copies it. Returns how many copies were withdrawn.
+ */
+export async function withdrawErasedCopies(store: Store, ctx: RunContext): Promise<number> {
+  let withdrawn = 0;
+  for (const event of ['spill', 'rehydrate']) {
+    const moves = { agentId: ctx.agentId, runId: ctx.runId, event };
+    for await (const page of inBatches(store.ledger, moves, IDS_PER_READ, { entryId: 1 })) {
+      withdrawn += (
+        await withdrawErased(
+          store,
+          ctx.agentId,
+          page.map((r) => r.entryId),
+        )
+      ).size;
+    }
+  }
+  return withdrawn;
 }
 
 /**

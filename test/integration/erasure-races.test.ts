@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import { interleaveOnce } from '../support/faults';
+import { failOnce, interleaveOnce } from '../support/faults';
 import { useTestEnv } from '../support/env';
 import { expectVerified } from '../support/verify';
 
@@ -96,6 +96,40 @@ describe('forget during a nightly run of the same agent', () => {
     } finally {
       undo();
     }
+    await expectErased(agentId, secret);
+  }, 300_000);
+
+  it('between reclaim reading an entry and copying it to cold, the look after the copy failing', async () => {
+    const { agentId, secret } = await agentWithSecret('race-spill-look-fails');
+    let lookFailed = false;
+    let undoLook = () => undefined as void;
+    const undo = interleaveOnce(
+      env.worker.store,
+      'cold',
+      'insertMany',
+      async () => {
+        await env.client.forget({ agentId, entryId: secret });
+        // The copy lands; the look for an erasure after it never answers (the worker dies, or
+        // the store times out), and the phase is retried.
+        undoLook = failOnce(
+          env.worker.store,
+          'tombstones',
+          'find',
+          async () => {
+            lookFailed = true;
+          },
+          (args) => (args[0] as { _id?: { $in?: string[] } })._id?.$in?.includes(secret) === true,
+        );
+      },
+      (args) => (args[0] as Entry[]).some((d) => d._id === secret),
+    );
+    try {
+      await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
+    } finally {
+      undo();
+      undoLook();
+    }
+    expect(lookFailed).toBe(true);
     await expectErased(agentId, secret);
   }, 300_000);
 

@@ -4,7 +4,7 @@ import type { Store } from '../../store/db';
 /** The collections a fault can sit in front of. */
 type Faultable = Tier | 'tombstones';
 
-type Method = 'deleteOne' | 'deleteMany' | 'replaceOne' | 'updateOne' | 'bulkWrite' | 'insertMany';
+type Method = 'find' | 'deleteOne' | 'deleteMany' | 'replaceOne' | 'updateOne' | 'bulkWrite' | 'insertMany';
 
 /** Which calls a fault may fire on (all, unless narrowed by their arguments). */
 type CallMatch = (args: unknown[]) => boolean;
@@ -12,7 +12,7 @@ type CallMatch = (args: unknown[]) => boolean;
 /**
  * Run `hook` (given the call's arguments) right before the next matching call of one
  * collection method of a tier, then either let the call through or fail it without reaching
- * the server. Later calls go through. Works on a running worker's store too, since
+ * the server (a find's at its `toArray`). Later calls go through. Works on a running worker's store too, since
  * activities read `store.hot` / `store.cold` at call time. Returns an undo function.
  */
 function interceptOnce(
@@ -31,13 +31,24 @@ function interceptOnce(
       if (typeof value !== 'function') return value;
       const bound = (value as (...a: unknown[]) => unknown).bind(target);
       if (prop !== method) return bound;
-      return async (...args: unknown[]) => {
-        if (!fired && matches(args)) {
-          fired = true;
-          await hook(args);
-          if (fail) throw new Error(`injected failure before ${tier}.${method}`);
-        }
-        return bound(...args);
+      const intercepted = async (args: unknown[], call: () => Promise<unknown>) => {
+        await hook(args);
+        if (fail) throw new Error(`injected failure before ${tier}.${method}`);
+        return call();
+      };
+      return (...args: unknown[]) => {
+        if (fired || !matches(args)) return bound(...args);
+        fired = true;
+        if (method !== 'find') return intercepted(args, () => bound(...args) as Promise<unknown>);
+        // A find returns its cursor at once; the read happens at `toArray`, so the fault sits there.
+        const cursor = bound(...args) as { toArray: () => Promise<unknown> };
+        return new Proxy(cursor, {
+          get(target, prop) {
+            if (prop === 'toArray') return () => intercepted(args, () => target.toArray());
+            const value: unknown = Reflect.get(target, prop);
+            return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
+          },
+        });
       };
     },
   });
