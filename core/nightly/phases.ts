@@ -532,7 +532,8 @@ export async function supersedePhase(
 const STAND_IN_GONE = 'dead, but its stand-in no longer stands in for it: spilled instead';
 
 /**
- * Hot's entries from `from`, a write day at a time, until they number `need` (at the end of a
+ * Hot's entries from `from` that the hot count holds (not those awaiting it: moving one would
+ * take from the count what it never held), a write day at a time, until they number `need` (at the end of a
  * day, so that every entry not read was written later than all that were), or undefined when
  * the days up to `asOf` do not hold that many: the full read decides then. `from` comes back as
  * the first day that held an entry.
@@ -549,7 +550,7 @@ async function oldestWritten(
   for (let day = from; day <= dayOf(asOf) && entries.length < need; day++) {
     const written = await night.hotWrittenOn(day);
     if (written.length > 0) first ??= day;
-    entries.push(...written);
+    entries.push(...written.filter((e) => !awaitsCounting(e)));
     progress({ read: entries.length });
   }
   return entries.length >= need ? { entries, from: first ?? from } : undefined;
@@ -593,12 +594,13 @@ export async function reclaimPhase(
       hotBefore = hot.length;
       // New writes count from the night that counts their terms (this one, or the next for
       // one written since it started); summaries from the night that writes them.
-      await night.setHotCount(hot.filter((e) => !awaitsCounting(e)).length);
+      const counted = hot.filter((e) => !awaitsCounting(e));
+      await night.setHotCount(counted.length);
       // Once every hot entry has its write day, the next nights read hot from the oldest.
       if (counts.hotWrittenFrom === undefined && (await night.keyWriteDays(hot))) {
         await night.setHotWrittenFrom(oldestWriteDay(hot, dayOf(run.asOf)), undefined);
       }
-      plan = planReclaim(hot, run.asOf, policy.reclaim);
+      plan = planReclaim(counted, run.asOf, policy.reclaim);
     }
     for (let i = 0; i < plan.length; i += policy.batch) {
       const steps = plan.slice(i, i + policy.batch);

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
 import { reclaimPhase, refreshPhase, type NightPolicy } from '../../core/nightly/phases';
-import { refreshPolicy } from '../../core/nightly/plans';
+import { awaitsCounting, refreshPolicy } from '../../core/nightly/plans';
 import { reclaimPolicy, type ReclaimStep } from '../../core/nightly/reclaim';
 import { DAY_MS, dayOf, HOUR_MS } from '../../core/salience';
 import { parseConfig } from '../../core/config';
@@ -483,6 +483,21 @@ describe("reclaim's reads", () => {
     expect((await store.agents.findOne({ _id: a }))?.hotWrittenFrom).toBe(dayOf(T0) - 3);
     await reclaimPhase(night, ctx(a), nightPolicy);
     expect(await tiersOf(a, late._id)).toEqual(['cold']);
+  });
+
+  it('leaves a new entry not yet counted where it is, and the count of those counted true', async () => {
+    const a = `a-${randomUUID()}`;
+    const hotEntries = sixDays(a);
+    await store.hot.insertMany(hotEntries);
+    await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 120, cold: 0, hotWrittenFrom: dayOf(T0) });
+    // Written after this night counted terms, dated among the oldest of its day.
+    const late = entry(a, `${a}/uncounted`, 'The ferry log uncounted', { writtenAt: T0 + HOUR_MS / 2 });
+    await insertNewEntries(store, [late]);
+    await reclaimPhase(mongoNight(store, ctx(a), 50), ctx(a), nightPolicy);
+    const counted = (await store.hot.find({ agentId: a }).toArray()).filter((e) => !awaitsCounting(e));
+    expect((await store.agents.findOne({ _id: a }))?.hot).toBe(counted.length);
+    // Moved once the night that counts it has: until then the count does not hold it.
+    expect(await tiersOf(a, late._id)).toEqual(['hot']);
   });
 });
 
