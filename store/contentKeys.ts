@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { Binary } from 'mongodb';
+import { ConflictError } from '../core/errors';
 import { findByIds } from './byIds';
 import { insertIgnoringExisting, type ContentKeyRecord, type Store } from './db';
 
@@ -13,6 +14,12 @@ import { insertIgnoringExisting, type ContentKeyRecord, type Store } from './db'
 export const KEY_BYTES = 32;
 
 /**
+ * Tries at an entry's key: one forget deletes it at most twice (store/forget.ts), so a key is
+ * had by the third, whoever else sends the entry meanwhile.
+ */
+const KEY_ROUNDS = 3;
+
+/**
  * The content key of each entry id, created for the ids that have none: a resent write finds
  * the key its first send created, so every copy of one entry is under one key.
  */
@@ -22,18 +29,30 @@ export async function contentKeysFor(
   ids: readonly string[],
   now: number,
 ): Promise<Map<string, Buffer>> {
-  const fresh: ContentKeyRecord[] = [...new Set(ids)].map((_id) => ({
-    _id,
-    agentId,
-    key: new Binary(randomBytes(KEY_BYTES)),
-    createdAt: now,
-  }));
-  const existing = await insertIgnoringExisting(store.contentKeys, fresh);
-  const keys = new Map<string, Buffer>(
-    fresh.filter((r) => !existing.has(r._id)).map((r) => [r._id, Buffer.from(r.key.value())]),
-  );
-  if (existing.size > 0)
-    for (const [id, key] of await contentKeys(store, agentId, [...existing])) keys.set(id, key);
+  const keys = new Map<string, Buffer>();
+  // A key found existing and deleted (by forget) before it is read is made anew, as it is for
+  // a write sent just after the delete: forget deletes the key again once its tombstone stands,
+  // and a persist after that answers the entry erased and deletes the key it brought.
+  let missing = [...new Set(ids)];
+  for (let round = 0; missing.length > 0; round++) {
+    if (round === KEY_ROUNDS) {
+      throw new ConflictError(
+        `the content keys of entries ${missing.join(', ')} were deleted as they were made: they are being erased`,
+        { agentId, ids: missing },
+      );
+    }
+    const fresh: ContentKeyRecord[] = missing.map((_id) => ({
+      _id,
+      agentId,
+      key: new Binary(randomBytes(KEY_BYTES)),
+      createdAt: now,
+    }));
+    const existing = await insertIgnoringExisting(store.contentKeys, fresh);
+    for (const r of fresh) if (!existing.has(r._id)) keys.set(r._id, Buffer.from(r.key.value()));
+    if (existing.size > 0)
+      for (const [id, key] of await contentKeys(store, agentId, [...existing])) keys.set(id, key);
+    missing = missing.filter((id) => !keys.has(id));
+  }
   return keys;
 }
 
