@@ -7,6 +7,7 @@ import {
   type WriteEntry,
   type WriteRequest,
 } from '../core/entry';
+import { InvalidInputError } from '../core/errors';
 import { policySchema, writeLimitsOf, type Policy } from '../core/policy';
 import { parseInput } from '../core/messages';
 import { isSealedWrite, type WriteUpdate } from '../core/sealed';
@@ -15,7 +16,7 @@ import { registerAgent } from '../store/agents';
 import { contentKeys, shredContentKey } from '../store/contentKeys';
 import type { Store } from '../store/db';
 import { insertNewEntries, writtenEntryId } from '../store/entries';
-import type { PersistedEntry, WriteStatus } from '../core/messages';
+import type { InvalidWrite, PersistOutcome, WriteStatus } from '../core/messages';
 
 /** The entries of a write in clear, each with the id derived from it. */
 function entriesOf(req: WriteRequest, policy: ReturnType<typeof memoryPolicy>): Entry[] {
@@ -38,35 +39,43 @@ export function createWriteActivities(store: Store) {
     /**
      * Persist one batch; each request's entries come back in order with their ids. Under the
      * policy the agent's workflow read (docs/invariants.md, One policy), not this worker's
-     * settings. A sealed write is opened here, with its entries' keys (core/sealed.ts).
+     * settings. A sealed write is opened here, with its entries' keys (core/sealed.ts); one
+     * whose entries are refused is answered so on its own, and the others of the batch persist.
      */
-    async persistWrites(requests: WriteUpdate[], stored: Policy): Promise<PersistedEntry[][]> {
+    async persistWrites(requests: WriteUpdate[], stored: Policy): Promise<PersistOutcome[]> {
       const parsedPolicy = parseInput(policySchema, stored, 'policy');
       const policy = memoryPolicy(parsedPolicy);
+      const now = Date.now();
       // A sealed entry whose key is gone was erased between its send and now: nothing of it
       // is written, and it is answered as erased.
       const opened = await Promise.all(
-        requests.map(async (req) => {
-          if (!isSealedWrite(req)) return { built: entriesOf(req, policy), erased: [] as string[] };
+        requests.map(async (req): Promise<{ built: Entry[]; erased: string[] } | InvalidWrite> => {
+          if (!isSealedWrite(req)) return { built: entriesOf(req, policy), erased: [] };
           const keys = await contentKeys(
             store,
             req.agentId,
             req.entries.map((e) => e.id),
           );
-          const { write, erased } = openSealedWrite(req, keys, writeLimitsOf(parsedPolicy), Date.now());
-          return { built: entriesOf(write, policy), erased };
+          try {
+            const { write, erased } = openSealedWrite(req, keys, writeLimitsOf(parsedPolicy), now);
+            return { built: entriesOf(write, policy), erased };
+          } catch (err) {
+            if (!(err instanceof InvalidInputError)) throw err;
+            return { invalid: { message: err.message, issues: err.issues } };
+          }
         }),
       );
+      const taken = opened.flatMap((o, i) => ('invalid' in o ? [] : [{ req: requests[i]!, ...o }]));
       const status: Map<string, WriteStatus> = await insertNewEntries(
         store,
-        opened.flatMap((o) => o.built),
+        taken.flatMap((o) => o.built),
       );
-      for (const o of opened) for (const id of o.erased) status.set(id, 'deleted');
+      for (const o of taken) for (const id of o.erased) status.set(id, 'deleted');
       // A write resent after its entry was deleted (erased, or evicted behind a stand-in)
       // brought its content back into Temporal, under a key found again or made anew: deleting
       // the key keeps that copy unreadable too.
       await Promise.all(
-        requests.flatMap((req) =>
+        taken.flatMap(({ req }) =>
           isSealedWrite(req)
             ? req.entries
                 .filter((e) => status.get(e.id) === 'deleted')
@@ -81,6 +90,7 @@ export function createWriteActivities(store: Store) {
       );
       for (const s of status.values()) acknowledged.add(1, { status: s });
       return opened.map((o, i) => {
+        if ('invalid' in o) return o;
         const req = requests[i]!;
         const ids = isSealedWrite(req) ? req.entries.map((e) => e.id) : o.built.map((e) => e._id);
         return ids.map((id) => ({ id, status: status.get(id)! }));

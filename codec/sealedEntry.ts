@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
-import { parseWriteRequest, type WriteEntry, type WriteLimits, type WriteRequest } from '../core/entry';
+import { parseOpenedWrite, type WriteEntry, type WriteLimits, type WriteRequest } from '../core/entry';
 import { InvalidInputError } from '../core/errors';
 import type { SealedWrite } from '../core/sealed';
 import { contentKeysFor } from '../store/contentKeys';
@@ -63,9 +63,10 @@ export async function sealWrite(
 }
 
 /**
- * The entries of a sealed write in clear, checked as a write in clear is (the client checked
- * them before sealing; a caller of the Temporal API may not have); `erased`, the ids whose
- * key is gone. An entry that does not open under its key, or opens as another id, is refused.
+ * The entries of a sealed write in clear, checked as a write in clear is but for bytes, which
+ * the workflow checked sealed (the client checked them before sealing; a caller of the
+ * Temporal API may not have); `erased`, the ids whose key is gone. An entry that does not open
+ * under its key, or opens as another id, is refused.
  */
 export function openSealedWrite(
   write: SealedWrite,
@@ -92,7 +93,7 @@ export function openSealedWrite(
     ids.push(e.id);
   });
   if (opened.length === 0) return { write: { agentId: write.agentId, entries: [] }, erased };
-  const clear = parseWriteRequest({ agentId: write.agentId, entries: opened }, limits, now);
+  const clear = parseOpenedWrite({ agentId: write.agentId, entries: opened }, limits, now);
   clear.entries.forEach((e, i) => {
     const derived =
       e.writtenAt === undefined ? undefined : writtenEntryId(write.agentId, { ...e, writtenAt: e.writtenAt });

@@ -132,8 +132,11 @@ export const agentIdSchema = z
     'an identifier of 1-128 of A-Z a-z 0-9 . _ : - (no $, no spaces)',
   );
 
+/** The latest instant a Date can hold, in epoch milliseconds. */
+export const MAX_EPOCH_MS = 8.64e15;
+
 /** An instant in epoch milliseconds, within what a Date can hold. */
-export const epochMs = z.number().int().min(0).max(8.64e15);
+export const epochMs = z.number().int().min(0).max(MAX_EPOCH_MS);
 
 export interface WriteLimits {
   maxTextChars: number;
@@ -269,13 +272,33 @@ function assertWithinBytes(input: unknown): void {
  * allowed (its salience would start above its base).
  */
 export function parseWriteRequest(input: unknown, limits: WriteLimits, now: number): WriteRequest {
+  const request = parsedWrite(input, limits);
+  assertWithinBytes(input);
+  assertDatedBy(request, now);
+  return request;
+}
+
+/**
+ * The entries opened from a sealed write, parsed as parseWriteRequest does but for their
+ * bytes: the client checked those as given, then filled in defaults and a date, and the
+ * workflow bounded them sealed (core/sealed.ts, ADDED_BEFORE_SEALING_BYTES).
+ */
+export function parseOpenedWrite(input: unknown, limits: WriteLimits, now: number): WriteRequest {
+  const request = parsedWrite(input, limits);
+  assertDatedBy(request, now);
+  return request;
+}
+
+function parsedWrite(input: unknown, limits: WriteLimits): WriteRequest {
   const parsed = writeRequestSchema(limits).safeParse(input);
   if (!parsed.success) throw new InvalidInputError('invalid write', zodIssues(parsed.error));
-  assertWithinBytes(input);
-  parsed.data.entries.forEach((e, i) => {
+  return parsed.data;
+}
+
+function assertDatedBy(request: WriteRequest, now: number): void {
+  request.entries.forEach((e, i) => {
     if (e.writtenAt !== undefined) assertNotAhead(e.writtenAt, now, `entries.${i}.writtenAt`, 'write');
   });
-  return parsed.data;
 }
 
 export interface MemoryPolicy {

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { agentIdSchema, epochMs, zodIssues, type Tier } from './entry';
-import { InvalidInputError } from './errors';
+import { InvalidInputError, type Issue } from './errors';
 import { policySchema } from './policy';
 import { COUNT_FIELDS, NIGHT_PHASES, type CountField, type NightPhaseName } from './nightly/registry';
 
@@ -153,6 +153,20 @@ export interface PersistedEntry {
   id: string;
   status: WriteStatus;
 }
+
+/**
+ * A write of a batch the persisting activity refused for what its entries hold once opened
+ * (over the policy's limits, dated ahead, not opening): that write alone fails InvalidInput.
+ */
+export interface InvalidWrite {
+  invalid: { message: string; issues: Issue[] };
+}
+
+/**
+ * What persisting a batch did with each of its writes: its entries, or its refusal. Histories
+ * recorded before refusals were per write hold entries only.
+ */
+export type PersistOutcome = PersistedEntry[] | InvalidWrite;
 
 /** A write's answer: its entries, in order. */
 export interface WriteResult {

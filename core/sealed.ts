@@ -4,8 +4,10 @@ import {
   builtOncePerLimits,
   encodedBytes,
   MAX_ENTRY_BYTES,
+  MAX_EPOCH_MS,
   MAX_WRITE_BYTES,
   parseWriteRequest,
+  writeEntrySchema,
   zodIssues,
   type WriteLimits,
   type WriteRequest,
@@ -30,11 +32,37 @@ export function sealedChars(bytes: number): number {
   return 4 * Math.ceil((bytes + SEAL_OVERHEAD_BYTES) / 3);
 }
 
+/**
+ * Bytes of JSON the client adds to an entry between checking its size as given and sealing
+ * it: every default its parse fills in, and the `writtenAt` it fixes, at their longest
+ * (client/client.ts, write). Read off the schema, so a default added there is counted here.
+ */
+export const ADDED_BEFORE_SEALING_BYTES = (() => {
+  const given = { text: 'x' };
+  const parsed = writeEntrySchema({ maxTextChars: 1, maxEntriesPerWrite: 1 }).parse(given);
+  return encodedBytes({ ...parsed, writtenAt: MAX_EPOCH_MS }) - encodedBytes(given);
+})();
+
+/**
+ * The most base64 characters the sealed entries of an Update of `n` entries hold when the
+ * client sealed them: one write it accepted carries at most MAX_WRITE_BYTES as given, each
+ * entry then grown by ADDED_BEFORE_SEALING_BYTES; writes it coalesced carry at most that as
+ * grown (core/writeCoalescer.ts). Each entry is sealed with a nonce and tag of its own and
+ * rounded up to a whole base64 group on its own. Only ever widened: a write a recorded history
+ * took must still be taken on replay.
+ */
+export function maxSealedChars(n: number): number {
+  return sealedChars(MAX_WRITE_BYTES + n * (ADDED_BEFORE_SEALING_BYTES + SEAL_OVERHEAD_BYTES)) + 4 * n;
+}
+
+/** The most base64 characters of one sealed entry: one the client accepted, grown as above. */
+export const MAX_SEALED_ENTRY_CHARS = sealedChars(MAX_ENTRY_BYTES + ADDED_BEFORE_SEALING_BYTES);
+
 export const sealedEntrySchema = z.strictObject({
   id: entryIdSchema,
   sealed: z
     .string()
-    .max(sealedChars(MAX_ENTRY_BYTES), `at most ${sealedChars(MAX_ENTRY_BYTES)} characters`)
+    .max(MAX_SEALED_ENTRY_CHARS, `at most ${MAX_SEALED_ENTRY_CHARS} characters`)
     .regex(/^[A-Za-z0-9+/]+={0,2}$/, 'base64'),
 });
 export type SealedEntry = z.output<typeof sealedEntrySchema>;
@@ -74,11 +102,12 @@ export function parseWriteUpdate(input: unknown, limits: WriteLimits, now: numbe
   if (!sealed) return parseWriteRequest(input, limits, now);
   const parsed = sealedWriteSchema(limits).safeParse(input);
   if (!parsed.success) throw new InvalidInputError('invalid write', zodIssues(parsed.error));
-  const most = sealedChars(MAX_WRITE_BYTES) + parsed.data.entries.length * (SEAL_OVERHEAD_BYTES + 96);
-  const bytes = encodedBytes(parsed.data);
-  if (bytes > most) {
+  // The sealed entries alone: their ids and the agent id around them are bounded by their schemas.
+  const most = maxSealedChars(parsed.data.entries.length);
+  const chars = parsed.data.entries.reduce((n, e) => n + e.sealed.length, 0);
+  if (chars > most) {
     throw new InvalidInputError('invalid write', [
-      { path: 'entries', message: `${bytes} bytes as JSON; a sealed write carries at most ${most}` },
+      { path: 'entries', message: `${chars} characters sealed; a sealed write carries at most ${most}` },
     ]);
   }
   return parsed.data;

@@ -4,7 +4,10 @@ type Send<R> = (agentId: string, entries: WriteEntry[]) => Promise<R[]>;
 
 interface Waiting<R> {
   entries: WriteEntry[];
-  /** As the entries travel (`encodedBytes`): an Update carries at most MAX_WRITE_BYTES. */
+  /**
+   * As the entries are sealed, parsed and dated (`encodedBytes`): the workflow takes an Update
+   * of at most MAX_WRITE_BYTES of them (core/sealed.ts, maxSealedChars).
+   */
   bytes: number;
   resolve: (result: R[]) => void;
   reject: (err: unknown) => void;

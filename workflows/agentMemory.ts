@@ -24,7 +24,7 @@ import { writeLimitsOf, type Policy } from '../core/policy';
 import { z } from 'zod';
 import { asApplicationFailure } from '../core/failures';
 import { handOverSuggested, handOverToCurrentVersion } from './support';
-import type { PersistedEntry, WriteResult } from '../core/messages';
+import type { InvalidWrite, PersistOutcome, WriteResult } from '../core/messages';
 import type { WriteActivities } from '../activities';
 
 /** Ids a run hands over to the next one to embed; beyond it, the night embeds them. */
@@ -46,6 +46,11 @@ export const EMBED_MAX_WAIT_MS = 60_000;
 export const EMBED_RECHECK_MAX_MS = 8_000;
 /** Runs that began before the doubling intervals keep looking once a second (docs/versioning.md). */
 const EMBED_RECHECK_DOUBLES = 'embed-recheck-doubles';
+/**
+ * A run whose registration or policy read fails every attempt fails the writes waiting on it
+ * and goes on; before this change such a run failed (docs/versioning.md).
+ */
+const OUTLIVES_STORE_OUTAGE = 'outlives-store-outage';
 
 export const agentMemoryInputSchema = z.strictObject({
   agentId: agentIdSchema,
@@ -131,6 +136,19 @@ function persistFailure(err: unknown): Error {
   });
 }
 
+/**
+ * A write the persist refused on its own (its entries, once opened), as its Update fails:
+ * InvalidInput, as a MemgateError leaves a workflow (core/failures.ts).
+ */
+function invalidWrite(outcome: InvalidWrite): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: 'InvalidInput',
+    message: outcome.invalid.message,
+    details: [{ issues: outcome.invalid.issues }],
+    nonRetryable: true,
+  });
+}
+
 /** Entries persisted by one activity call; many small writes share one round trip. */
 const MAX_BATCH_ENTRIES = 500;
 
@@ -138,7 +156,7 @@ interface Pending {
   request: WriteUpdate;
   /** As it travels: one activity call's input stays under MAX_WRITE_BYTES, like an Update. */
   bytes: number;
-  done: (result: PersistedEntry[] | Error) => void;
+  done: (result: PersistOutcome | Error) => void;
 }
 
 /**
@@ -163,6 +181,11 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
   let lastBatchAt = 0;
   // Set once the run has decided to continue as new: no write is taken in after that.
   let ending = false;
+  // Reads of the policy that failed every attempt, the last one's failure as its waiting
+  // writes fail, and every write that has waited for a read.
+  let policyReadsFailed = 0;
+  let policyUnread: Error | undefined = undefined;
+  let writesAwaitingPolicy = 0;
   const handOverDue = () =>
     handOverSuggested() ||
     (input.continueAsNewAfterBatches !== undefined && batches >= input.continueAsNewAfterBatches);
@@ -174,7 +197,13 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
       const now = Date.now();
       // Only a write that comes before the run has read its policy waits: a condition costs
       // the workflow's thread promises and a check at each activation, on every write's path.
-      if (policy === undefined) await condition(() => policy !== undefined);
+      // It waits for the next read, and fails with it.
+      if (policy === undefined) {
+        const failed = policyReadsFailed;
+        writesAwaitingPolicy++;
+        await condition(() => policy !== undefined || policyReadsFailed > failed);
+        if (policy === undefined) throw policyUnread!;
+      }
       let request: WriteUpdate;
       try {
         request = parseWriteUpdate(raw, writeLimitsOf(policy!), now);
@@ -184,10 +213,11 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
       // Fixed here, inside history, so a retried persist derives the same ids (a sealed
       // entry's was fixed by the client that sealed it).
       if (!isSealedWrite(request)) for (const e of request.entries) e.writtenAt ??= now;
-      const result = await new Promise<PersistedEntry[] | Error>((done) =>
+      const result = await new Promise<PersistOutcome | Error>((done) =>
         pending.push({ request, bytes: encodedBytes(request), done }),
       );
       if (result instanceof Error) throw result;
+      if ('invalid' in result) throw invalidWrite(result);
       return { entries: result };
     },
     {
@@ -254,7 +284,43 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
   };
   void embedLane();
 
-  policy = await currentPolicy();
+  // A store down as the run begins does not end it (OUTLIVES_STORE_OUTAGE). A read that fails
+  // every attempt fails the writes waiting on it, typed and retryable as a failed persist
+  // does, rather than holding them to their deadline; the run reads again when the next write
+  // comes. An idle run sets no timer, a write sent once the store is back is taken, and the
+  // ids carried over stay the run's to embed.
+  const readPolicy = async (): Promise<Policy> => {
+    for (;;) {
+      try {
+        return await currentPolicy();
+      } catch (err) {
+        if (!patched(OUTLIVES_STORE_OUTAGE)) throw err;
+        policyUnread = persistFailure(err);
+        policyReadsFailed++;
+        const waited = writesAwaitingPolicy;
+        await condition(() => writesAwaitingPolicy > waited);
+      }
+    }
+  };
+  const takeBatch = (): Pending[] => {
+    const batch: Pending[] = [];
+    let size = 0;
+    let bytes = 0;
+    while (
+      pending.length > 0 &&
+      (batch.length === 0 ||
+        (size + pending[0]!.request.entries.length <= MAX_BATCH_ENTRIES &&
+          bytes + pending[0]!.bytes <= MAX_WRITE_BYTES))
+    ) {
+      const next = pending.shift()!;
+      batch.push(next);
+      size += next.request.entries.length;
+      bytes += next.bytes;
+    }
+    return batch;
+  };
+
+  policy = await readPolicy();
   for (;;) {
     await condition(() => pending.length > 0 || handOverDue());
     if (handOverDue()) {
@@ -273,23 +339,17 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
     }
     // Once per run, before its first write: the nightly run fans out over registered agents.
     if (!registered) {
-      await registerAgent(input.agentId);
-      registered = true;
+      try {
+        await registerAgent(input.agentId);
+        registered = true;
+      } catch (err) {
+        if (!patched(OUTLIVES_STORE_OUTAGE)) throw err;
+        // As a persist that failed every attempt: a batch fails, and the next registers again.
+        for (const p of takeBatch()) p.done(persistFailure(err));
+        continue;
+      }
     }
-    const batch: Pending[] = [];
-    let size = 0;
-    let bytes = 0;
-    while (
-      pending.length > 0 &&
-      (batch.length === 0 ||
-        (size + pending[0]!.request.entries.length <= MAX_BATCH_ENTRIES &&
-          bytes + pending[0]!.bytes <= MAX_WRITE_BYTES))
-    ) {
-      const next = pending.shift()!;
-      batch.push(next);
-      size += next.request.entries.length;
-      bytes += next.bytes;
-    }
+    const batch = takeBatch();
     batches++;
     lastBatchAt = Date.now();
     try {
@@ -298,8 +358,9 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
         policy,
       );
       batch.forEach((p, i) => p.done(results[i]!));
-      for (const entries of results) {
-        for (const e of entries) if (e.status === 'created' && !embeddingUnavailable) unembedded.push(e.id);
+      for (const outcome of results) {
+        if ('invalid' in outcome) continue;
+        for (const e of outcome) if (e.status === 'created' && !embeddingUnavailable) unembedded.push(e.id);
       }
     } catch (err) {
       batch.forEach((p) => p.done(persistFailure(err)));

@@ -1,10 +1,14 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
+import { sealWrite } from '../../codec/sealedEntry';
+import { writeEntrySchema, type Entry } from '../../core/entry';
 import { InvalidInputError } from '../../core/errors';
+import { writeLimitsOf } from '../../core/policy';
 import { DAY_MS } from '../../core/salience';
-import { agentMemoryWorkflowId } from '../../workflows/agentMemory';
+import { agentMemoryWorkflowId, writeUpdate } from '../../workflows/agentMemory';
 import { runMemgate } from '../support/cli';
 import { useTestEnv } from '../support/env';
+import { interleaveOnce } from '../support/faults';
 import { expectVerified } from '../support/verify';
 
 /**
@@ -125,6 +129,83 @@ describe('writes over the byte limit (Temporal refuses payloads over 2 MB)', () 
     const { agentId, ids } = await agentWithMemories('client-oversized');
     await expect(env.client.write(oversized(agentId))).rejects.toThrow(InvalidInputError);
     await untouched(agentId, ids);
+  });
+
+  it("MemgateClient takes an entry at the byte limit, coalesced into one Update with other callers' writes", async () => {
+    const agentId = env.agent('client-at-limit');
+    // 65,436 bytes as JSON; the client seals it with its defaults and date, larger still.
+    const big = { text: `x${'\u0001'.repeat(10_904)}` };
+    const first = env.client.write({ agentId, entries: [{ text: 'The first write goes out at once.' }] });
+    // These two wait for it, and ride together in the next Update.
+    const together = [
+      env.client.write({ agentId, entries: [big] }),
+      env.client.write({ agentId, entries: [{ text: 'A small write beside it.' }] }),
+    ];
+    for (const result of await Promise.all([first, ...together])) {
+      expect(result.entries).toMatchObject([{ status: 'created' }]);
+    }
+    expect(await env.store.hot.countDocuments({ agentId })).toBe(3);
+  });
+});
+
+describe('a write the persist refuses, in one batch with others', () => {
+  it('fails alone, typed, and the other writes of its batch are persisted', async () => {
+    const agentId = env.agent('shared-batch');
+    const handle = env.client.temporal.workflow.getHandle(agentMemoryWorkflowId(agentId));
+    // Sealed as the client seals it, but sent through the raw Temporal client, past its checks:
+    // the workflow takes a sealed write by its envelope, and only the persist opens it.
+    const sealed = (text: string, writtenAt: number) =>
+      sealWrite(env.store, agentId, [
+        writeEntrySchema(writeLimitsOf(env.client.policy)).parse({ text, writtenAt }),
+      ]);
+    const ahead = await sealed('Dated a day ahead of every clock.', Date.now() + DAY_MS);
+    const beside = await sealed('Sent beside it.', Date.now());
+    // The first persist is held until both wait behind it, so they share the next batch.
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let holding!: () => void;
+    const held = new Promise<void>((r) => (holding = r));
+    const undo = interleaveOnce(
+      env.worker.store,
+      'hot',
+      'insertMany',
+      async () => {
+        holding();
+        await released;
+      },
+      (args) => (args[0] as Entry[])[0]?.agentId === agentId,
+    );
+    try {
+      const first = env.client.write({ agentId, entries: [{ text: 'The first write of the agent.' }] });
+      await held;
+      const refused = handle.executeUpdate(writeUpdate, { args: [ahead] }).then(
+        () => expect.unreachable('the persist took a write dated a day ahead'),
+        (e: unknown) => e,
+      );
+      const taken = handle.executeUpdate(writeUpdate, { args: [beside] });
+      await new Promise((r) => setTimeout(r, 1_000));
+      release();
+      expect((await first).entries).toMatchObject([{ status: 'created' }]);
+      expect((await taken).entries).toEqual([{ id: beside.entries[0]!.id, status: 'created' }]);
+      const err = await refused;
+      expect(err).toBeInstanceOf(WorkflowUpdateFailedError);
+      expect((err as WorkflowUpdateFailedError).cause).toMatchObject({
+        type: 'InvalidInput',
+        nonRetryable: true,
+      });
+      expect((err as WorkflowUpdateFailedError).cause!.message).toContain('entries.0.writtenAt');
+    } finally {
+      undo();
+    }
+    expect(await env.store.hot.countDocuments({ agentId })).toBe(2);
+    expect(await env.store.hot.countDocuments({ _id: ahead.entries[0]!.id })).toBe(0);
+    // They shared one batch: two persists in all.
+    const persists = ((await handle.fetchHistory()).events ?? []).filter((e) =>
+      Buffer.from(e.markerRecordedEventAttributes?.details?.data?.payloads?.[0]?.data ?? [])
+        .toString('utf8')
+        .includes('"activity_type":"persistWrites"'),
+    );
+    expect(persists).toHaveLength(2);
   });
 });
 

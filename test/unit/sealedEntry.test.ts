@@ -2,9 +2,19 @@ import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { openEntry, openSealedWrite, sealEntry } from '../../codec/sealedEntry';
+import {
+  encodedBytes,
+  MAX_ENTRY_BYTES,
+  MAX_WRITE_BYTES,
+  parseWriteRequest,
+  type WriteEntry,
+  type WriteRequestInput,
+} from '../../core/entry';
 import { InvalidInputError } from '../../core/errors';
-import { parseWriteUpdate, sealedChars } from '../../core/sealed';
+import { MAX_SEALED_ENTRY_CHARS, parseWriteUpdate, type SealedWrite } from '../../core/sealed';
 import { entryId } from '../../core/ids';
+import { WriteCoalescer } from '../../core/writeCoalescer';
+import { writtenEntryId } from '../../store/entries';
 
 const LIMITS = { maxTextChars: 16_000, maxEntriesPerWrite: 100 };
 const NOW = Date.UTC(2026, 11, 1);
@@ -50,7 +60,15 @@ describe('a sealed write as the workflow and the persisting activity take it', (
     for (const bad of [
       { agentId, entries: [{ id, sealed: 'not base64!' }] },
       { agentId, entries: [{ id: '$gt', sealed: 'AAAA' }] },
-      { agentId, entries: [{ id, sealed: 'A'.repeat(sealedChars(64 * 1024) + 4) }] },
+      { agentId, entries: [{ id, sealed: 'A'.repeat(MAX_SEALED_ENTRY_CHARS + 4) }] },
+      // Each entry within its bound, together past the write's.
+      {
+        agentId,
+        entries: Array.from({ length: 17 }, (_, i) => ({
+          id: `e${i}`,
+          sealed: 'A'.repeat(MAX_SEALED_ENTRY_CHARS),
+        })),
+      },
       { agentId, entries: [{ id, sealed: 'AAAA', text: 'in clear too' }] },
     ]) {
       expect(() => parseWriteUpdate(bad, LIMITS, NOW)).toThrow(InvalidInputError);
@@ -95,5 +113,71 @@ describe('a sealed write as the workflow and the persisting activity take it', (
       entries: [{ id, sealed: sealEntry(agentId, id, { ...entry, text: ' ' }, key) }],
     };
     expect(() => openSealedWrite(empty, new Map([[id, key]]), LIMITS, NOW)).toThrow(InvalidInputError);
+  });
+});
+
+describe('a write the client accepts, sealed as the client seals it', () => {
+  const agentId = 'agent-1';
+
+  /** As client/client.ts does: parsed (defaults filled in), dated, each entry sealed under a key. */
+  function sealedByClient(entries: WriteEntry[]): { write: SealedWrite; keys: Map<string, Buffer> } {
+    for (const e of entries) e.writtenAt ??= NOW;
+    const keys = new Map<string, Buffer>();
+    const write = {
+      agentId,
+      entries: entries.map((e) => {
+        const id = writtenEntryId(agentId, { ...e, writtenAt: e.writtenAt! });
+        keys.set(id, randomBytes(32));
+        return { id, sealed: sealEntry(agentId, id, e, keys.get(id)!) };
+      }),
+    };
+    return { write, keys };
+  }
+
+  /** The workflow takes it, and the persisting activity opens it, as what the client accepted. */
+  function expectTaken(entries: WriteEntry[]): void {
+    const { write, keys } = sealedByClient(entries);
+    expect(parseWriteUpdate(write, LIMITS, NOW)).toEqual(write);
+    expect(openSealedWrite(write, keys, LIMITS, NOW).write.entries).toEqual(entries);
+  }
+
+  const accepted = (request: WriteRequestInput) => parseWriteRequest(request, LIMITS, NOW).entries;
+
+  it('passes the workflow: an entry at the byte limit, 100 entries at the write limit, 16 large ones', () => {
+    const writes: WriteRequestInput[] = [
+      // 65,436 bytes as JSON, the escapes of control characters six bytes each.
+      { agentId, entries: [{ text: 'x' + '\u0001'.repeat(10_904) }] },
+      {
+        agentId,
+        entries: Array.from({ length: 100 }, (_, i) => ({ text: `${i}`.padEnd(10_470, 'a') })),
+      },
+      {
+        agentId,
+        entries: Array.from({ length: 16 }, (_, i) => ({ text: `${i}${'\u0001'.repeat(10_900)}` })),
+      },
+    ];
+    for (const request of writes) {
+      expect(encodedBytes(request)).toBeLessThanOrEqual(MAX_WRITE_BYTES);
+      for (const e of request.entries) expect(encodedBytes(e)).toBeLessThanOrEqual(MAX_ENTRY_BYTES);
+      expectTaken(accepted(request));
+    }
+    // Near the limit, as the first two above are.
+    expect(encodedBytes(writes[1])).toBeGreaterThan(MAX_WRITE_BYTES - 1_000);
+  });
+
+  it("passes the workflow as the coalescer joins callers' writes into one Update", async () => {
+    const sent: number[] = [];
+    const coalescer = new WriteCoalescer<number>(async (_agent, entries) => {
+      expectTaken(entries);
+      sent.push(entries.length);
+      await new Promise((r) => setTimeout(r, 1));
+      return entries.map((_, i) => i);
+    }, LIMITS.maxEntriesPerWrite);
+    const big = (i: number) => ({ text: `${i}${'\u0001'.repeat(10_900)}` });
+    const small = (i: number) => ({ text: `small ${i}` });
+    // The first goes out at once; the others, large and small, wait for it and ride together.
+    const writes = [[small(0)], ...Array.from({ length: 20 }, (_, i) => [big(i), small(i + 1)])];
+    await Promise.all(writes.map((entries) => coalescer.write(agentId, accepted({ agentId, entries }))));
+    expect(Math.max(...sent)).toBeGreaterThan(2);
   });
 });

@@ -2,7 +2,8 @@ import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
 import type { TestWorkflowEnvironment } from '@temporalio/testing';
-import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { Worker } from '@temporalio/worker';
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from 'vitest';
 import type { WriteActivities } from '../../activities';
 import { parseConfig } from '../../core/config';
 import type { WriteRequest, WriteRequestInput } from '../../core/entry';
@@ -89,6 +90,12 @@ async function handedOver(h: WorkflowHandle, runId: string): Promise<AgentMemory
   return defaultPayloadConverter.fromPayload(attrs!.input!.payloads![0]!);
 }
 
+/** The run's history replays on the code that wrote it (its new branches are deterministic). */
+async function replays(h: WorkflowHandle): Promise<void> {
+  const workflowBundle = { codePath: inject('workflowsBundlePath') };
+  await Worker.runReplayHistory({ workflowBundle }, await h.fetchHistory());
+}
+
 async function nextRunId(h: WorkflowHandle, after: string): Promise<string> {
   let runId = after;
   await vi.waitFor(
@@ -136,6 +143,7 @@ describe('agentMemory, with its activities stubbed', () => {
       expect(s.log.embedded[0]).toMatchObject({ agentId: 'am-1', ids: ['alpha', 'beta', 'gamma'] });
       expect(s.log.embedded[0]!.at - ackedAt).toBeGreaterThanOrEqual(900);
       await h.terminate();
+      await replays(h);
     });
   });
 
@@ -257,6 +265,127 @@ describe('agentMemory, with its activities stubbed', () => {
       await expect(write(h, 'am-5', 'alpha')).resolves.toEqual({
         entries: [{ id: 'alpha', status: 'created' }],
       });
+      await h.terminate();
+    });
+  });
+
+  it('fails only the write whose entries the persist refuses, and persists the others of its batch', async () => {
+    const s = stubs();
+    const batches: string[][] = [];
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const persistWrites: WriteActivities['persistWrites'] = async (requests, p) => {
+      batches.push(requests.flatMap((r) => r.entries.map(idOf)));
+      if (batches.length === 1) await held;
+      const persisted = await s.activities.persistWrites(requests, p);
+      // As the activity answers a write whose sealed entry does not open: that write alone.
+      return requests.map((r, i) =>
+        r.entries.some((e) => idOf(e) === 'poison')
+          ? {
+              invalid: {
+                message: 'invalid write: entries.0.sealed: does not open under the key of its id',
+                issues: [{ path: 'entries.0.sealed', message: 'does not open under the key of its id' }],
+              },
+            }
+          : persisted[i]!,
+      );
+    };
+    const w = await stubbedWorker(env, { ...s.activities, persistWrites });
+    await w.run(async () => {
+      const h = await startAgent(w.taskQueue, { agentId: 'am-10' });
+      const first = write(h, 'am-10', 'first');
+      await vi.waitFor(() => expect(batches).toHaveLength(1), { timeout: 10_000, interval: 50 });
+      // Both reach the server while the first persist runs, so they share the next batch.
+      const poisoned = updateFailure(write(h, 'am-10', 'poison'));
+      const valid = write(h, 'am-10', 'alpha');
+      await new Promise((r) => setTimeout(r, 1_000));
+      release();
+      await expect(first).resolves.toEqual({ entries: [{ id: 'first', status: 'created' }] });
+      await expect(valid).resolves.toEqual({ entries: [{ id: 'alpha', status: 'created' }] });
+      const failure = await poisoned;
+      expect(failure.type).toBe('InvalidInput');
+      expect(failure.nonRetryable).toBe(true);
+      expect(failure.message).toContain('does not open');
+      expect(failure.details).toEqual([
+        { issues: [{ path: 'entries.0.sealed', message: 'does not open under the key of its id' }] },
+      ]);
+      expect(batches.map((b) => [...b].sort())).toEqual([['first'], ['alpha', 'poison']]);
+      await vi.waitFor(() => expect(s.log.embedded.flatMap((e) => e.ids)).toEqual(['first', 'alpha']), {
+        timeout: 10_000,
+        interval: 50,
+      });
+      await h.terminate();
+      await replays(h);
+    });
+  });
+
+  it('stays running when registering the agent fails every attempt: the write fails retryable, and the next one is persisted once the store is back', async () => {
+    let storeDown = true;
+    let attempts = 0;
+    const s = stubs({
+      registerAgent: async (agentId) => {
+        attempts++;
+        if (storeDown) throw new Error('the store is down');
+        s.log.registered.push(agentId);
+      },
+    });
+    const w = await stubbedWorker(env, s.activities);
+    await w.run(async () => {
+      const h = await startAgent(w.taskQueue, { agentId: 'am-11' });
+      const failure = await updateFailure(write(h, 'am-11', 'alpha'));
+      expect(failure.type).toBe('StackUnavailable');
+      expect(failure.nonRetryable).toBe(false);
+      expect(failure.message).toContain('the store is down');
+      expect(attempts).toBe(5);
+      expect(s.log.persisted).toHaveLength(0);
+      expect((await h.describe()).status.name).toBe('RUNNING');
+      storeDown = false;
+      await expect(write(h, 'am-11', 'beta')).resolves.toEqual({
+        entries: [{ id: 'beta', status: 'created' }],
+      });
+      expect(s.log.registered).toEqual(['am-11']);
+      await h.terminate();
+      await replays(h);
+    });
+  });
+
+  it('stays running when reading the policy fails every attempt: a waiting write fails retryable, and the next one reads it again', async () => {
+    let storeDown = true;
+    let attempts = 0;
+    const s = stubs({
+      currentPolicy: async () => {
+        attempts++;
+        if (storeDown) throw new Error('the store is down');
+        s.log.policyReads++;
+        return policy;
+      },
+    });
+    const w = await stubbedWorker(env, s.activities);
+    await w.run(async () => {
+      const h = await startAgent(w.taskQueue, { agentId: 'am-12', unembedded: ['carried'] });
+      const failure = await updateFailure(write(h, 'am-12', 'alpha'));
+      expect(failure.type).toBe('StackUnavailable');
+      expect(failure.nonRetryable).toBe(false);
+      expect(failure.message).toContain('the store is down');
+      // Five attempts a read: the one the run began with, and one for the write if it came after.
+      expect(attempts % 5).toBe(0);
+      // No write waits, so the run does not read again until one comes.
+      const tried = attempts;
+      await new Promise((r) => setTimeout(r, 1_000));
+      expect(attempts).toBe(tried);
+      expect((await h.describe()).status.name).toBe('RUNNING');
+      storeDown = false;
+      await expect(write(h, 'am-12', 'beta')).resolves.toEqual({
+        entries: [{ id: 'beta', status: 'created' }],
+      });
+      expect(s.log.policyReads).toBe(1);
+      await vi.waitFor(
+        () => expect(s.log.embedded.flatMap((e) => e.ids).sort()).toEqual(['beta', 'carried']),
+        {
+          timeout: 10_000,
+          interval: 50,
+        },
+      );
       await h.terminate();
     });
   });
