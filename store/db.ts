@@ -124,6 +124,11 @@ export interface AgentRecord {
    * next reclaim reads every hot entry, which sets the count again.
    */
   hotCountInDoubt?: true;
+  /**
+   * How many times `hot` changed or was put in doubt: a reclaim that read every hot entry sets
+   * the count only if none landed while it read (store/agents.ts, setHotCount).
+   */
+  hotChanges?: number;
   /** Its entries by tier and state, and its tombstones by kind (store/census.ts). */
   census?: CensusCounts;
   /** The ids whose erasure has begun and not ended (`*`: the whole agent's); store/erasure.ts. */

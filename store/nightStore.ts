@@ -263,7 +263,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
         .toArray();
       return written.filter((e) => e.agentId === agentId && lastWriteDay(e) === day);
     },
-    setHotCount: (hot) => setHotCount(store, agentId, hot),
+    setHotCount: (hot, changesSeen) => setHotCount(store, agentId, hot, changesSeen),
     keyWriteDays,
     setHotWrittenFrom: (day, was) => setHotWrittenFrom(store, agentId, day, was),
     stored: (ids) => storedEntries(store, agentId, ids),

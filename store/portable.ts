@@ -11,7 +11,7 @@ import {
   type EntryLine,
   type TombstoneLine,
 } from '../core/exportFormat';
-import { countWrittenOn, registerAgent } from './agents';
+import { countImported, countWrittenOn, registerAgent } from './agents';
 import { countChanges, countTombstones } from './census';
 import { inBatches, insertIgnoringExisting, isErasure, type Store, type Tombstone } from './db';
 import { gateKeys, pageKeys, termKeys, writeDayKey } from './entries';
@@ -235,8 +235,7 @@ class PageWriter {
       });
     }
     if (this.termCounts.size >= TERMS_PER_COUNT) await this.finish();
-    const inc = Object.fromEntries(Object.entries(counts).filter(([, n]) => n > 0));
-    if (Object.keys(inc).length > 0) await this.store.agents.updateOne({ _id: this.agentId }, { $inc: inc });
+    await countImported(this.store, this.agentId, counts);
   }
 
   /**

@@ -102,6 +102,8 @@ export interface NightStore {
   tierCounts(): Promise<{
     hot: number | undefined;
     cold: number;
+    /** How many times the hot count changed, for `setHotCount` to tell whether one did since. */
+    hotChanges?: number;
     hotWrittenFrom?: number;
     hotCountInDoubt?: true;
   }>;
@@ -109,7 +111,8 @@ export interface NightStore {
   hotStorage(): AsyncIterable<ReclaimEntry[]>;
   /** The hot entries last written on this day (by `lastWriteKey`), as reclaim reads them. */
   hotWrittenOn(day: number): Promise<ReclaimEntry[]>;
-  setHotCount(hot: number): Promise<void>;
+  /** The count read whole, unless it changed since `tierCounts` said `hotChanges` (then in doubt). */
+  setHotCount(hot: number, changesSeen: number | undefined): Promise<void>;
   /**
    * Gives those of these entries stored before write days were kept their `lastWriteKey`, each
    * only while its write times are as read: false when one changed meanwhile (it may lack it).
@@ -595,7 +598,7 @@ export async function reclaimPhase(
       // New writes count from the night that counts their terms (this one, or the next for
       // one written since it started); summaries from the night that writes them.
       const counted = hot.filter((e) => !awaitsCounting(e));
-      await night.setHotCount(counted.length);
+      await night.setHotCount(counted.length, counts.hotChanges);
       // Once every hot entry has its write day, the next nights read hot from the oldest.
       if (counts.hotWrittenFrom === undefined && (await night.keyWriteDays(hot))) {
         await night.setHotWrittenFrom(oldestWriteDay(hot, dayOf(run.asOf)), undefined);

@@ -450,6 +450,39 @@ describe("reclaim's reads", () => {
     expect(record?.hotCountInDoubt).toBeUndefined();
   });
 
+  it('leaves the hot count in doubt when an entry is deleted while reclaim reads every hot entry', async () => {
+    const a = `a-${randomUUID()}`;
+    await store.hot.insertMany(sixDays(a));
+    await store.agents.insertOne({
+      _id: a,
+      firstWriteAt: T0,
+      hot: 130,
+      cold: 0,
+      hotWrittenFrom: dayOf(T0),
+      hotCountInDoubt: true,
+    });
+    const night = mongoNight(store, ctx(a), 50);
+    let deleted = '';
+    // A forget deletes (and counts) an entry the read has already passed.
+    const racing = {
+      ...night,
+      async *hotStorage() {
+        for await (const batch of night.hotStorage()) {
+          yield batch;
+          if (!deleted) {
+            deleted = batch[batch.length - 1]!._id;
+            await deleteEntry(store, a, deleted);
+          }
+        }
+      },
+    };
+    await reclaimPhase(racing, ctx(a), nightPolicy);
+    expect(deleted).not.toBe('');
+    // The read's total holds the deleted entry: it is not set as the count, which stays in
+    // doubt, so the next reclaim that has work reads every hot entry again.
+    expect((await store.agents.findOne({ _id: a }))?.hotCountInDoubt).toBe(true);
+  });
+
   it('gives an entry stored without its write day (by a worker of an earlier version) its day as the night counts it', async () => {
     const a = `a-${randomUUID()}`;
     await store.agents.insertOne({ _id: a, firstWriteAt: T0, hot: 0, cold: 0, hotWrittenFrom: dayOf(T0) });
