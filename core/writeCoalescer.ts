@@ -1,4 +1,5 @@
 import { encodedBytes, MAX_WRITE_BYTES, type WriteEntry } from './entry';
+import { InvalidInputError } from './errors';
 
 type Send<R> = (agentId: string, entries: WriteEntry[]) => Promise<R[]>;
 
@@ -18,7 +19,7 @@ interface Waiting<R> {
  * once; writes that arrive while it is in flight ride together in the next Update (up to
  * the per-write entry limit and MAX_WRITE_BYTES), and so do those its answered callers make
  * at once. No timer, so an idle agent's write pays no extra latency, and each caller is
- * answered with exactly its own entries once they are durable.
+ * answered with exactly its own entries once they are durable, or with its own refusal.
  */
 export class WriteCoalescer<R> {
   private readonly queues = new Map<string, { waiting: Waiting<R>[]; inFlight: boolean }>();
@@ -71,7 +72,12 @@ export class WriteCoalescer<R> {
           offset += w.entries.length;
         }
       } catch (err) {
-        for (const w of batch) w.reject(err);
+        // Refused for what the writes ask together (the workflow's limits may be lower than
+        // this client's, read from the stored policy before it changed), the refusal is not
+        // each caller's: each is sent again alone and answered for itself.
+        if (batch.length > 1 && err instanceof InvalidInputError) {
+          for (const w of batch) await this.send(agentId, w.entries).then(w.resolve, w.reject);
+        } else for (const w of batch) w.reject(err);
       }
       // One turn of the event loop before the next batch: the callers just answered write
       // again in it (their continuations run first), and ride with those already waiting

@@ -1,6 +1,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import type { WriteEntry } from '../../core/entry';
+import { InvalidInputError } from '../../core/errors';
 import { WriteCoalescer } from '../../core/writeCoalescer';
 
 const entry = (text: string) => ({ text }) as WriteEntry;
@@ -34,6 +35,34 @@ describe('WriteCoalescer', () => {
       ),
       { numRuns: 60 },
     );
+  });
+
+  it('gives each caller of a refused coalesced write its own verdict: sent alone, each valid one is taken', async () => {
+    // The workflow's limit is lower than the client's (the stored policy changed since the
+    // client read it): three entries at most, where the client coalesces up to ten.
+    const sizes: number[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const coalescer = new WriteCoalescer<string>(async (_agent, entries) => {
+      sizes.push(entries.length);
+      if (sizes.length === 1) await gate;
+      if (entries.length > 3)
+        throw new InvalidInputError('invalid write', [
+          { path: 'entries', message: 'at most 3 entries per write' },
+        ]);
+      return entries.map((e) => e.text);
+    }, 10);
+    const first = coalescer.write('a', [entry('1')]);
+    const small = coalescer.write('a', [entry('2'), entry('3')]);
+    const alsoSmall = coalescer.write('a', [entry('4'), entry('5')]);
+    const tooLarge = coalescer.write('a', [entry('6'), entry('7'), entry('8'), entry('9')]);
+    release();
+    expect(await first).toEqual(['1']);
+    expect(await small).toEqual(['2', '3']);
+    expect(await alsoSmall).toEqual(['4', '5']);
+    await expect(tooLarge).rejects.toBeInstanceOf(InvalidInputError);
+    // Together first (refused), then each alone.
+    expect(sizes).toEqual([1, 8, 2, 2, 4]);
   });
 
   it('sends writes that arrive while one is in flight together, and an idle write at once', async () => {
