@@ -417,18 +417,16 @@ export async function restateForRecall(
   await store.vectors.bulkWrite(
     changed.map((_id, i) => {
       const state = wanted(_id, after[i]);
+      const numbered = { seq: seqs[i]!, feedKey: feedKey(agentId, seqs[i]!), at };
       return {
         updateOne: {
           filter: { _id, agentId, seq: { $lt: seqs[i]! } },
-          // An entry gone meanwhile keeps its state: its remover clears the vector.
-          update: {
-            $set: {
-              seq: seqs[i]!,
-              feedKey: feedKey(agentId, seqs[i]!),
-              at,
-              ...(state ? { recall: state } : {}),
-            },
-          },
+          // An entry in neither tier was deleted (a move copies before it deletes): its vector
+          // goes here too. Its remover's clear may have numbered its change before this one and
+          // land after it, matching nothing (docs/invariants.md, Erased from derived indexes).
+          update: state
+            ? { $set: { ...numbered, recall: state } }
+            : { $set: numbered, $unset: { vector: '', textHash: '' } },
         },
       };
     }),

@@ -264,4 +264,26 @@ describe('dropping vectors', () => {
     expect(records.map((r) => r._id).sort()).toEqual([...ids].sort());
     expect(records.every((r) => r.vector === undefined)).toBe(true);
   });
+
+  it('leaves no vector when a restate numbered after an erasure lands before its clear', async () => {
+    const agentId = env.agent('drop-overtaken');
+    const entries = await embeddedEntries(agentId);
+    const erased = entries[0]!;
+    // The erasure has removed the content and numbered its change; before its clear lands, a
+    // night's spill restates the entry with the state it wrote (numbered after, landing first).
+    await env.store.hot.deleteOne({ _id: erased._id });
+    const undo = interleaveOnce(env.store, 'vectors', 'bulkWrite', async () => {
+      await restateForRecall(env.store, agentId, [erased._id], Date.now(), {
+        known: new Map([[erased._id, recallStateOf(erased, 'cold')]]),
+      });
+    });
+    try {
+      await dropVectors(env.store, agentId, [erased._id], T0 + DAY_MS);
+    } finally {
+      undo();
+    }
+    const record = await env.store.vectors.findOne({ _id: erased._id });
+    expect(record).not.toBeNull();
+    expect(record?.vector).toBeUndefined();
+  });
 });
