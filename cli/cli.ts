@@ -1,5 +1,5 @@
 import { Command, CommanderError } from 'commander';
-import { MemgateError } from '../core/errors';
+import { MemgateError, type MemgateErrorType } from '../core/errors';
 
 type Register = (program: Command) => void;
 
@@ -54,6 +54,12 @@ export async function buildProgram(command?: string): Promise<Command> {
   return program;
 }
 
+const BAD_INPUT: ReadonlySet<MemgateErrorType> = new Set([
+  'InvalidInput',
+  'InvalidConfig',
+  'EvictionBoundaryError',
+]);
+
 export async function main(argv: string[]): Promise<number> {
   try {
     // argv: node, the script, then the command (memgate has no options before it).
@@ -64,7 +70,8 @@ export async function main(argv: string[]): Promise<number> {
     if (err instanceof CommanderError) return err.exitCode === 0 ? 0 : 2;
     if (err instanceof MemgateError) {
       console.error(`error [${err.type}]: ${err.message}`);
-      return err.type === 'InvalidInput' || err.type === 'InvalidConfig' ? 2 : 1;
+      // Bad input or configuration (the eviction boundary is a rule of the configuration).
+      return BAD_INPUT.has(err.type) ? 2 : 1;
     }
     console.error(err);
     return 1;

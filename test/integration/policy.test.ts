@@ -102,6 +102,15 @@ describe('memgate policy', () => {
     expect(shown.policy.lowWatermark).toBe(env.config.lowWatermark);
   });
 
+  it('refuses a reclaim floor at or above the gate as configuration: exit 2, typed', async () => {
+    const r = await runMemgate(env, ['policy', 'apply'], {
+      MEMGATE_RECLAIM_FLOOR: '0.5',
+      MEMGATE_GATE_THRESHOLD: '0.2',
+    });
+    expect(r.stderr).toMatch(/\[EvictionBoundaryError\]/);
+    expect(r.code).toBe(2);
+  });
+
   it('apply stores the proposal, and the next run decides by it', async () => {
     const agentId = env.agent('applied');
     await writeNotes(agentId, 20);
