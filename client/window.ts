@@ -68,13 +68,19 @@ export class WindowClient {
       },
       'window settings',
     );
-    const handle = await this.temporal.workflow.start(contextWindow, {
-      workflowId: contextWindowWorkflowId(session),
-      taskQueue: this.config.taskQueue,
-      args: [{ sessionId: session, settings }],
-      workflowIdConflictPolicy: 'USE_EXISTING',
-    });
-    const view = await handle.query(windowQuery);
+    let view: WindowView;
+    try {
+      const handle = await this.temporal.workflow.start(contextWindow, {
+        workflowId: contextWindowWorkflowId(session),
+        taskQueue: this.config.taskQueue,
+        args: [{ sessionId: session, settings }],
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      });
+      view = await handle.query(windowQuery);
+    } catch (err) {
+      // Typed, as every other call's failure (an unreachable server is StackUnavailable).
+      throw toMemgateError(err);
+    }
     const differing = (Object.keys(explicit) as (keyof WindowOverrides)[]).filter(
       (k) => view.settings[k] !== explicit[k],
     );

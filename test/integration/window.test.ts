@@ -1,11 +1,18 @@
 import { randomUUID } from 'node:crypto';
+import { Client, Connection } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { WindowClient } from '../../client/window';
 import { ContentCodec } from '../../codec/payloadCodec';
-import { ConflictError, InvalidInputError, MemgateError, NotFoundError } from '../../core/errors';
+import {
+  ConflictError,
+  InvalidInputError,
+  MemgateError,
+  NotFoundError,
+  StackUnavailableError,
+} from '../../core/errors';
 import {
   admit,
   advanceTurn,
@@ -297,4 +304,20 @@ describe('the window client', () => {
       { numRuns: 3 },
     );
   });
+});
+
+describe('the window client with Temporal out of reach', () => {
+  it('answers open, as every other call, with StackUnavailable', async () => {
+    const connection = Connection.lazy({ address: '127.0.0.1:1' });
+    const unreachable = new WindowClient(
+      new Client({ connection, namespace: env.config.temporalNamespace }),
+      env.config,
+    );
+    try {
+      await expect(unreachable.show('s-unreachable')).rejects.toBeInstanceOf(StackUnavailableError);
+      await expect(unreachable.open('s-unreachable')).rejects.toBeInstanceOf(StackUnavailableError);
+    } finally {
+      await connection.close();
+    }
+  }, 120_000);
 });
