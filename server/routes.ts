@@ -58,6 +58,12 @@ export interface ServerDeps {
   impossible(request: { agentId?: string }): Promise<ImpossibleReport>;
   /** Readiness: each resolves when the server it names answers, and rejects otherwise. */
   probes: Record<string, () => Promise<unknown>>;
+  /**
+   * How long a streamed answer waits for its connection to take the last chunk: the store's
+   * timeout (MEMGATE_STORE_TIMEOUT_MS), since the store cursor the chunks come from is held
+   * meanwhile, a unit of the few every tenant's exports, index loads and nights share.
+   */
+  streamStallMs: number;
 }
 
 export type Method = 'GET' | 'POST' | 'PUT' | 'DELETE';
@@ -160,20 +166,35 @@ function rawObject(raw: unknown): Record<string, unknown> {
  * Chunks as a streamed answer. The first is read before the answer starts, so a failure to
  * begin (an unknown agent, an unreachable store) answers with its typed error; each next one
  * only when the connection has taken the last (its backpressure reaches the store's cursor),
- * and a connection that goes away ends the chunks.
+ * and a connection that goes away ends the chunks. One that takes nothing for `stallMs` ends
+ * them too, and the answer breaks off: the chunks' cursor is not held for a reader that stopped
+ * (docs/invariants.md, No store wedge).
  */
-async function streamed(chunks: AsyncGenerator<string, void>, type: string): Promise<Response> {
+async function streamed(
+  chunks: AsyncGenerator<string, void>,
+  type: string,
+  stallMs: number,
+): Promise<Response> {
   let next: IteratorResult<string, void> | undefined = await chunks.next();
   const encoder = new TextEncoder();
+  let stall: NodeJS.Timeout | undefined;
   const body = new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
+        clearTimeout(stall);
         const { done, value } = next ?? (await chunks.next());
         next = undefined;
-        if (done) controller.close();
-        else controller.enqueue(encoder.encode(value));
+        if (done) return controller.close();
+        controller.enqueue(encoder.encode(value));
+        stall = setTimeout(() => {
+          void chunks.return();
+          controller.error(
+            new StackUnavailableError(`the connection took nothing for ${stallMs} ms: the answer is ended`),
+          );
+        }, stallMs);
       },
       async cancel() {
+        clearTimeout(stall);
         await chunks.return();
       },
     },
@@ -316,7 +337,8 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       response: exportLineSchema,
       errors: ['InvalidInput', 'NotFound', 'StackUnavailable'],
       // The server sends the Response as it is (`produces`).
-      handle: async ({ params }) => (await streamed(memgate.exportAgent(params), EXPORT_MEDIA_TYPE)) as never,
+      handle: async ({ params }) =>
+        (await streamed(memgate.exportAgent(params), EXPORT_MEDIA_TYPE, deps.streamStallMs)) as never,
     }),
     route({
       method: 'GET',
