@@ -8,6 +8,7 @@ import {
   parseInput,
 } from '../core/messages';
 import type { Store } from '../store/db';
+import { releaseWindowClaims } from '../store/quotas';
 import {
   eraseAgentMemory,
   eraseAgentRecords,
@@ -90,6 +91,10 @@ export function createEraseAgentActivities(store: Store, config: Pick<Config, 'n
             if (!(err instanceof WorkflowNotFoundError)) throw err;
           }
         }
+        // Ended as a close would end it: the keys that opened it get their places back (again,
+        // a no-op, for one an earlier attempt ended).
+        if (workflowId.startsWith(windowIdPrefix))
+          await releaseWindowClaims(store, workflowId.slice(windowIdPrefix.length));
         try {
           await client.workflowService.deleteWorkflowExecution({
             namespace: client.options.namespace,

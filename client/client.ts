@@ -34,7 +34,7 @@ import {
 } from '../store/browse';
 import { assertInScope, type KeyScope } from '../core/keys';
 import { authenticate } from '../store/keys';
-import { claimForKey, releaseForKey } from '../store/quotas';
+import { claimForKey, releaseWindowClaims } from '../store/quotas';
 import type { Config } from '../core/config';
 import {
   agentIdSchema,
@@ -570,9 +570,9 @@ export class MemgateClient {
     await typed(() => claimForKey(this.store, { keyId: scope.keyId, kind, id, max, at: Date.now() }));
   }
 
-  /** The key gives a window it closed back to its quota. */
-  async releaseForKey(scope: KeyScope, kind: QuotaKind, id: string): Promise<void> {
-    await typed(() => releaseForKey(this.store, scope.keyId, kind, id));
+  /** A window closed (by this key, another, or none): every key that opened it gets its place back. */
+  async releaseWindow(sessionId: string, closer?: KeyScope): Promise<void> {
+    await typed(() => releaseWindowClaims(this.store, sessionId, closer?.keyId));
   }
 
   /**

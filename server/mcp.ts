@@ -280,7 +280,7 @@ export function buildMcpServer(deps: McpDeps): McpServer {
     },
     async ({ sessionId }, scope) => {
       const summary = await windows.close(sessionId);
-      await memgate.releaseForKey(scope, 'window', sessionId);
+      await memgate.releaseWindow(sessionId, scope);
       return summary;
     },
   );

@@ -557,7 +557,7 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       errors: WINDOW_ERRORS,
       handle: async ({ params, keyScope }) => {
         const summary = await windows.close(params.sessionId);
-        if (keyScope) await memgate.releaseForKey(keyScope, 'window', params.sessionId);
+        await memgate.releaseWindow(params.sessionId, keyScope);
         return summary;
       },
     }),

@@ -260,7 +260,9 @@ export interface KeyClaimRecord {
   _id: string;
   keyId: string;
   kind: QuotaKind;
+  /** What the claim holds, by kind: whoever ends it (an erasure, a close by any key) releases it. */
   agentId?: string;
+  sessionId?: string;
   at: number;
   /** Set once the key's counter took it: until then a concurrent call for the id waits. */
   counted: boolean;
@@ -484,7 +486,7 @@ export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string,
   // Read whole, once per process: a handful of keys.
   payloadKeys: [],
   // Read by `_id`; erasing a whole agent deletes its claims by `agentId`.
-  keyClaims: [{ agentId: 1 }],
+  keyClaims: [{ agentId: 1 }, { sessionId: 1 }],
 };
 
 /** Idempotent. */

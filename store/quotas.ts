@@ -42,7 +42,7 @@ export async function claimForKey(
           _id,
           keyId,
           kind,
-          ...(kind === 'agent' && { agentId: id }),
+          ...(kind === 'agent' ? { agentId: id } : { sessionId: id }),
           at: claim.at,
           counted: false,
         });
@@ -109,9 +109,39 @@ export async function releaseForKey(store: Store, keyId: string, kind: QuotaKind
 
 /** Erasing an agent: no key's claim names it any more, and each key gets its count back. */
 export async function releaseAgentClaims(store: Store, agentId: string): Promise<number> {
-  const claims = await store.keyClaims.find({ agentId }, { projection: { keyId: 1, counted: 1 } }).toArray();
+  return releaseEveryClaim(
+    store,
+    'agent',
+    await store.keyClaims.find({ agentId }, CLAIM_FIELDS).toArray(),
+    agentId,
+  );
+}
+
+/**
+ * A window ended (closed by any key, or by its agent's erasure): every key's claim of it goes,
+ * and each key gets its count back. Claims made before they named their session are found by
+ * the closing key's claim only.
+ */
+export async function releaseWindowClaims(store: Store, sessionId: string, closer?: string): Promise<void> {
+  await releaseEveryClaim(
+    store,
+    'window',
+    await store.keyClaims.find({ sessionId }, CLAIM_FIELDS).toArray(),
+    sessionId,
+  );
+  if (closer !== undefined) await releaseForKey(store, closer, 'window', sessionId);
+}
+
+const CLAIM_FIELDS = { projection: { keyId: 1, counted: 1 } };
+
+async function releaseEveryClaim(
+  store: Store,
+  kind: QuotaKind,
+  claims: readonly { _id: string; keyId: string; counted: boolean }[],
+  id: string,
+): Promise<number> {
   for (const c of claims) {
-    if (c.counted) await releaseForKey(store, c.keyId, 'agent', agentId);
+    if (c.counted) await releaseForKey(store, c.keyId, kind, id);
     else await store.keyClaims.deleteOne({ _id: c._id, counted: false });
   }
   return claims.length;

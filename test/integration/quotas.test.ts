@@ -77,4 +77,21 @@ describe('quotas per key', () => {
     expect((await call(key, 'POST', `/v1/windows/${s1}/close`)).status).toBe(200);
     expect((await call(key, 'PUT', `/v1/windows/${s2}`)).status).toBe(200);
   });
+
+  it('gives a window its place back when another key closes it', async () => {
+    const opener = (await createKey(env.store, '*', Date.now())).key;
+    const [s1, s2] = [env.agent('closed-by-another-1'), env.agent('closed-by-another-2')];
+    expect((await call(opener, 'PUT', `/v1/windows/${s1}`)).status).toBe(200);
+    expect((await call(other, 'POST', `/v1/windows/${s1}/close`)).status).toBe(200);
+    expect((await call(opener, 'PUT', `/v1/windows/${s2}`)).status).toBe(200);
+  });
+
+  it("gives a window its place back when its agent's erasure closes it", async () => {
+    const opener = (await createKey(env.store, '*', Date.now())).key;
+    const agentId = env.agent('q-erased');
+    expect((await write(opener, agentId, 'its one note')).status).toBe(200);
+    expect((await call(opener, 'PUT', `/v1/windows/${agentId}-chat`)).status).toBe(200);
+    await env.client.eraseAgent({ agentId });
+    expect((await call(opener, 'PUT', `/v1/windows/${env.agent('after-erasure')}`)).status).toBe(200);
+  }, 300_000);
 });
