@@ -1,4 +1,4 @@
-import type { Tier } from '../core/entry';
+import type { Entry, Tier } from '../core/entry';
 import { countDeleted } from './agents';
 import { countChanges } from './census';
 import { isErasure, type Store } from './db';
@@ -107,22 +107,25 @@ export async function deleteEntry(
   if (copy && (version === undefined || copy.version === version) && !copy.pending?.includes('terms')) {
     await adjustDocumentFrequencies(store, agentId, [copy.terms], -1);
   }
-  const from: Tier[] = [];
+  // Each copy is counted out as it was deleted, not as read above: a change landing in between
+  // (a restore, a refresh) counted itself, and counting the read would undo it
+  // (docs/invariants.md, Census kept).
+  const removed: { entry: Entry; tier: Tier }[] = [];
   for (const tier of TIERS) {
-    const res = await tierCollection(store, tier).deleteOne({
+    const gone = await tierCollection(store, tier).findOneAndDelete({
       _id: id,
       agentId,
       ...(version !== undefined && { version }),
     });
-    if (res.deletedCount) from.push(tier);
+    if (gone) removed.push({ entry: gone, tier });
   }
+  const from = removed.map((r) => r.tier);
   await countDeleted(store, agentId, from);
-  if (copy)
-    await countChanges(
-      store,
-      agentId,
-      from.map((tier) => ({ before: { entry: copy, tier } })),
-    );
+  await countChanges(
+    store,
+    agentId,
+    removed.map((before) => ({ before })),
+  );
   // After the content, never before (store/vectors.ts): a vector stored meanwhile finds its
   // entry gone and leaves by itself.
   if (!(await locateEntry(store, agentId, id))) await dropVectors(store, agentId, [id], Date.now());

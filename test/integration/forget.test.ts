@@ -4,6 +4,7 @@ import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { runMemgate } from '../support/cli';
 import { useTestEnv } from '../support/env';
 import { expectCensusKept } from '../support/census';
+import { interleaveOnce } from '../support/faults';
 import { expectVerified } from '../support/verify';
 
 const T0 = Date.UTC(2025, 4, 1);
@@ -195,5 +196,44 @@ describe('the lifecycle CLI', () => {
     const bad = await memgate('consolidate', '--agent', agentId, '--as-of', 'yesterday');
     expect(bad.code, bad.stderr).toBe(2);
     expect(bad.stderr).toContain('[InvalidInput]');
+  }, 300_000);
+
+  it('counts what it deleted, when a restore of the entry lands between its read and its delete', async () => {
+    const agentId = env.agent('forget-restored-meanwhile');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [
+        { text: 'HQ is in Lyon.', kind: 'fact', subject: 'hq', attribute: 'city', writtenAt: dayAt(0, 9) },
+        {
+          text: 'HQ moved to Porto.',
+          kind: 'fact',
+          subject: 'hq',
+          attribute: 'city',
+          writtenAt: dayAt(1, 9),
+        },
+      ],
+    });
+    const lyon = entries[0]!.id;
+    await env.client.consolidate({ agentId, asOf: dayAt(2, 3) });
+    expect(await env.store.hot.findOne({ _id: lyon })).toMatchObject({ isActive: false });
+    // Right before the delete from hot, whichever command it is: an operator restores it.
+    let restored = false;
+    const restore = async () => {
+      if (restored) return;
+      restored = true;
+      await env.client.restore({ agentId, entryId: lyon });
+    };
+    const deleting = (args: unknown[]) => (args[0] as { _id?: string })._id === lyon;
+    const undo = [
+      interleaveOnce(env.worker.store, 'hot', 'deleteOne', restore, deleting),
+      interleaveOnce(env.worker.store, 'hot', 'findOneAndDelete', restore, deleting),
+    ];
+    try {
+      await env.client.forget({ agentId, entryId: lyon });
+    } finally {
+      for (const u of undo) u();
+    }
+    expect(restored).toBe(true);
+    await expectCensusKept(env.store, agentId);
   }, 300_000);
 });

@@ -234,7 +234,7 @@ describe('tier moves on the real store', () => {
       why: 'dormant, window elapsed, subsumed by a lossless summary',
       standIn: { summaryId: `${a}/s1`, lossy: false },
     };
-    const restore = failOnce(store, 'hot', 'deleteOne');
+    const restore = failOnce(store, 'hot', 'findOneAndDelete');
     await expect(evictEntry(store, ctx(a), e, step)).rejects.toThrow(/injected/);
     restore();
     expect(await store.tombstones.findOne({ _id: `${a}/e1` })).toBeTruthy();
@@ -690,7 +690,7 @@ describe('document frequencies on the real store', () => {
       // The night counts the entry after the erasure read it awaiting its count (so there was
       // nothing to withdraw) and before the erasure deletes it.
       const night = mongoNight(store, { agentId: a, asOf: T0, runId: `${a}:run` }, 10);
-      const undo = interleaveOnce(store, 'hot', 'deleteOne', async () => {
+      const undo = interleaveOnce(store, 'hot', 'findOneAndDelete', async () => {
         for await (const batch of night.pending('terms')) await night.countTerms(batch);
       });
       try {

@@ -4,7 +4,15 @@ import type { Store } from '../../store/db';
 /** The collections a fault can sit in front of. */
 type Faultable = Tier | 'tombstones' | 'vectors';
 
-type Method = 'find' | 'deleteOne' | 'deleteMany' | 'replaceOne' | 'updateOne' | 'bulkWrite' | 'insertMany';
+type Method =
+  | 'find'
+  | 'findOneAndDelete'
+  | 'deleteOne'
+  | 'deleteMany'
+  | 'replaceOne'
+  | 'updateOne'
+  | 'bulkWrite'
+  | 'insertMany';
 
 /** Which calls a fault may fire on (all, unless narrowed by their arguments). */
 type CallMatch = (args: unknown[]) => boolean;
