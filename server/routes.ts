@@ -208,6 +208,11 @@ const WINDOW_ERRORS: HttpErrorType[] = ['InvalidInput', 'NotFound', 'Conflict', 
 
 export function buildRoutes(deps: ServerDeps): Route[] {
   const { memgate, windows } = deps;
+  // Anyone may ask /readyz, and each ask costs each server a call: those asked while a round of
+  // probes is out share it, so a flood costs the store one command at a time, not one each.
+  let round: ReturnType<typeof probeAll> | undefined;
+  const probeAll = () => Promise.all(Object.values(deps.probes).map((check) => probe(check)));
+  const probing = () => (round ??= probeAll().finally(() => (round = undefined)));
   const writeBody = writeBodySchema(writeLimitsOf(memgate.policy));
   return [
     route({
@@ -232,7 +237,7 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       errors: ['StackUnavailable'],
       handle: async () => {
         const names = Object.keys(deps.probes);
-        const results = await Promise.all(names.map((n) => probe(deps.probes[n]!)));
+        const results = await probing();
         // Anyone may ask: the answer names the server and whether it failed or kept silent,
         // never its error's text (addresses, users, versions), which goes to the log.
         const checks = Object.fromEntries(

@@ -436,6 +436,29 @@ describe('service endpoints', () => {
     await down.close();
   });
 
+  it('/readyz asked many times at once asks each server once, for all of them', async () => {
+    const deps = serverDeps(env.client, env.config);
+    const asked = { temporal: 0, store: 0 };
+    const counted = (name: keyof typeof asked) => async () => {
+      asked[name]++;
+      return deps.probes[name]!();
+    };
+    const app = buildHttpServer({
+      ...deps,
+      probes: { temporal: counted('temporal'), store: counted('store') },
+    });
+    const answers = await Promise.all(
+      Array.from({ length: 50 }, () => app.inject({ method: 'GET', url: '/readyz' })),
+    );
+    expect(answers.map((r) => r.statusCode)).toEqual(Array.from({ length: 50 }, () => 200));
+    // Unauthenticated, so anyone may flood it: the store's commands must not follow the flood.
+    expect(asked).toEqual({ temporal: 1, store: 1 });
+    // A call after they are answered asks again: readiness is never an old answer.
+    expect((await app.inject({ method: 'GET', url: '/readyz' })).statusCode).toBe(200);
+    expect(asked).toEqual({ temporal: 2, store: 2 });
+    await app.close();
+  });
+
   it('an unknown route is a 404 in the same JSON shape', async () => {
     const res = await call('POST', '/v1/agents/a1/nothing', {});
     expect(res).toEqual({
