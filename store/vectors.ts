@@ -230,12 +230,7 @@ export async function storeVectors(
   // An unusable vector is not stored: its entry keeps its `embed` work, for the night to retry.
   items = items.filter((item) => !vectorDefect(item.vector, space.dimensions));
   if (items.length === 0) return [];
-  const seqs = await numberChanges(
-    store,
-    agentId,
-    items.map((item) => item.id),
-  );
-  await writeVectorRecords(store, agentId, space, items, seqs, at);
+  await writeOvertaken(store, agentId, space, items, at);
   const located = await locateEntries(
     store,
     agentId,
@@ -270,6 +265,45 @@ export async function storeVectors(
     const found = keptAt(item);
     return found ? [{ id: item.id, tier: found.tier }] : [];
   });
+}
+
+/** How many times a vector is numbered again after a state-only change overtook its write. */
+const VECTOR_WRITE_ROUNDS = 3;
+
+/**
+ * Number and write these vectors. A restate (store/vectors.ts, restateForRecall) numbered after
+ * one and landing first leaves the record at a higher number with the vector it had (another
+ * model's), and the write, over a lower number only, matches nothing: each such vector is
+ * numbered and written again. A record a later write cleared (an erasure) or gave another
+ * text's vector is left to it.
+ */
+async function writeOvertaken(
+  store: Store,
+  agentId: string,
+  space: EmbeddingSpace,
+  items: readonly (ToEmbed & { vector: Float32Array })[],
+  at: number,
+): Promise<void> {
+  let due = items;
+  for (let round = 0; round < VECTOR_WRITE_ROUNDS && due.length > 0; round++) {
+    const seqs = await numberChanges(
+      store,
+      agentId,
+      due.map((item) => item.id),
+    );
+    await writeVectorRecords(store, agentId, space, due, seqs, at);
+    const stored = await findByIds(
+      store.vectors,
+      due.map((item) => item.id),
+      { agentId: 1, model: 1, dimensions: 1, textHash: 1, vector: 1, seq: 1 },
+    );
+    due = due.filter((item, i) => {
+      const r = stored.get(item.id);
+      if (!r || r.agentId !== agentId || r.seq <= seqs[i]!) return false;
+      // The same text's vector, of another space: what this write replaces, still there.
+      return r.vector !== undefined && r.textHash === item.textHash && !inSpace(r, space);
+    });
+  }
 }
 
 /**

@@ -286,4 +286,32 @@ describe('dropping vectors', () => {
     expect(record).not.toBeNull();
     expect(record?.vector).toBeUndefined();
   });
+
+  it('stores a vector of another model though a restate numbered after it lands first', async () => {
+    const agentId = env.agent('reembed-overtaken');
+    const [entry] = await embeddedEntries(agentId);
+    const next = { model: 'test-model-2', dimensions: 8 };
+    const { toEmbed } = await entriesToEmbed(env.store, agentId, [entry!._id], next);
+    expect(toEmbed).toHaveLength(1);
+    // Between the new vector's number and its write, a night's spill restates the entry.
+    const undo = interleaveOnce(env.store, 'vectors', 'bulkWrite', async () => {
+      await restateForRecall(env.store, agentId, [entry!._id], Date.now(), {
+        known: new Map([[entry!._id, recallStateOf(entry!, 'cold')]]),
+      });
+    });
+    let kept;
+    try {
+      kept = await storeVectors(
+        env.store,
+        agentId,
+        next,
+        [{ ...toEmbed[0]!, vector: vector(7) }],
+        T0 + DAY_MS,
+      );
+    } finally {
+      undo();
+    }
+    expect(kept).toEqual([{ id: entry!._id, tier: 'hot' }]);
+    expect(await env.store.vectors.findOne({ _id: entry!._id })).toMatchObject({ model: next.model });
+  });
 });
