@@ -26,6 +26,17 @@ export class FeedWatermark {
     for (const p of pending) if (p.seq <= through) this.pend(p.seq, p.entryId);
   }
 
+  /**
+   * A copy to resolve numbers in: the reader keeps it only once the records that resolved them
+   * are applied, so a call that fails part-way resolves nothing.
+   */
+  copy(): FeedWatermark {
+    const c = new FeedWatermark(this.seenCounter);
+    for (const [seq, at] of this.holes) c.holes.set(seq, at);
+    for (const [seq, entryId] of this.pending) c.pend(seq, entryId);
+    return c;
+  }
+
   /** The highest counter seen: numbers above it are not known yet. */
   get counter(): number {
     return this.seenCounter;

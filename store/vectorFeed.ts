@@ -31,7 +31,8 @@ export class FeedReader {
     private readonly store: Store,
     private readonly agentId: string,
     private readonly fenceDelayMs: number,
-    private readonly watermark: FeedWatermark,
+    /** What the calls so far resolved, their records applied. */
+    private watermark: FeedWatermark,
     /** `resolvedThrough`, and how many `unresolved`, as last written here or read at start. */
     private kept: { through: number; unresolved: number },
   ) {}
@@ -72,7 +73,7 @@ export class FeedReader {
     return reader;
   }
 
-  /** Where a reader that resumes (`resume`) goes on from what this one has returned so far. */
+  /** Where a reader that resumes (`resume`) goes on from what this one's calls have applied. */
   get position(): FeedPosition {
     const through = this.watermark.horizon;
     return { through, pending: this.watermark.pendingThrough(through) };
@@ -92,7 +93,7 @@ export class FeedReader {
     return this.trimmed;
   }
 
-  /** Every change number up to this is applied (as far as the calls so far returned). */
+  /** Every change number up to this is applied (by the calls so far). */
   get settled(): number {
     return this.watermark.settled;
   }
@@ -108,15 +109,21 @@ export class FeedReader {
   }
 
   /**
-   * The records to apply since the last call (or the load), each in its current state, in
-   * no order: each at a number this reader had not resolved. Applying a record's current
-   * state is idempotent. Calls run one at a time, after the load.
+   * Hand `apply` the records to apply since the last call (or the load), each in its current
+   * state, in no order: each at a number this reader had not resolved. Applying a record's
+   * current state is idempotent. The numbers they resolve count as resolved only once `apply`
+   * has returned (docs/invariants.md, No feed gap): a call that fails part-way, in a read or
+   * write of the store or in `apply`, leaves the reader where it stood, and the next call hands
+   * over the same changes again. Calls run one at a time, after the load.
    */
-  async next(): Promise<VectorRecord[]> {
-    const { store, agentId, watermark } = this;
+  async next(apply: (records: VectorRecord[]) => Promise<void>): Promise<void> {
+    const { store, agentId } = this;
     const feed = await store.vectorFeeds.findOne({ _id: agentId });
     const now = performance.now();
-    watermark.observe(feed?.seq ?? 0, now);
+    // Counting numbers resolves none, so it stands whatever follows: a hole is fenced as long
+    // after it was first counted, even if a call failed since.
+    this.watermark.observe(feed?.seq ?? 0, now);
+    const watermark = this.watermark.copy();
     // The newest state read of each entry, and the entries one of whose states was new.
     const read = new Map<string, VectorRecord>();
     const fresh = new Set<string>();
@@ -140,24 +147,26 @@ export class FeedReader {
     // held has its record at a later number, so it resolves empty, with no fence to wait for.
     this.trimmed = feed?.trimmedThrough ?? 0;
     for (const seq of watermark.holeNumbers()) if (seq <= this.trimmed) watermark.changeSeen(seq, undefined);
-    await this.fence(watermark.holesOlderThan(now, this.fenceDelayMs));
+    // A fence that stands after a failed call is read from its page by the next one.
+    await this.fence(watermark, watermark.holesOlderThan(now, this.fenceDelayMs));
     // A change seen after its entry's newer record (on a later page) is resolved by it.
     [...read.values()].forEach(seen);
     const again = await Promise.all(
       watermark.pendingEntries().map((_id) => store.vectors.findOne({ _id, agentId })),
     );
     for (const r of again) if (r) seen(r);
+    await apply([...fresh].map((id) => read.get(id)!));
+    this.watermark = watermark;
     await this.keep();
-    return [...fresh].map((id) => read.get(id)!);
   }
 
   /**
    * Claim these holes in the log: one claimed is resolved empty (its writer, if alive, finds
    * the number taken and takes another); one its writer logged meanwhile is its change.
    */
-  private async fence(holes: readonly number[]): Promise<void> {
+  private async fence(watermark: FeedWatermark, holes: readonly number[]): Promise<void> {
     if (holes.length === 0) return;
-    const { store, agentId, watermark } = this;
+    const { store, agentId } = this;
     const taken = await insertIgnoringExisting(
       store.vectorChanges,
       holes.map((seq) => ({
@@ -222,7 +231,8 @@ export async function trimFeed(
   opts: { fenceDelayMs: number },
 ): Promise<number> {
   const reader = await FeedReader.start(store, agentId, opts);
-  await reader.next();
+  // Nothing to apply: only how far the feed is resolved is wanted.
+  await reader.next(async () => undefined);
   const from = Math.floor((reader.trimmedThrough + 1) / FEED_PAGE);
   const through = Math.floor((reader.settled + 1) / FEED_PAGE) - 1;
   if (through < from) return 0;

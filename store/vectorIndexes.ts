@@ -280,7 +280,10 @@ export class VectorIndexes {
         meta.position,
       );
       const ids = new Set(persistedIds(at));
-      const erased = !reader || (await reader.next()).some((r) => ids.has(r._id) && !r.vector);
+      let erased = !reader;
+      await reader?.next(async (records) => {
+        erased = records.some((r) => ids.has(r._id) && !r.vector);
+      });
       if (erased) await this.engine.request({ op: 'unlink', at });
     }
   }
@@ -701,8 +704,9 @@ export class VectorIndexes {
   }
 
   private async catchUp(l: Loaded): Promise<void> {
-    const records = await l.reader.next();
-    for (let i = 0; i < records.length; i += ENGINE_BATCH)
-      await this.apply(l, records.slice(i, i + ENGINE_BATCH));
+    await l.reader.next(async (records) => {
+      for (let i = 0; i < records.length; i += ENGINE_BATCH)
+        await this.apply(l, records.slice(i, i + ENGINE_BATCH));
+    });
   }
 }

@@ -6,6 +6,7 @@ import {
   changeId,
   clearVectorRecords,
   dropVectors,
+  FEED_PAGE,
   logChanges,
   storeVectors,
   takeChangeNumbers,
@@ -15,6 +16,7 @@ import {
 } from '../../store/vectors';
 import { episode } from '../support/memories';
 import { useTestEnv } from '../support/env';
+import { failOnce } from '../support/faults';
 
 /**
  * The vector feed against the real store: every process's reader applies every write and
@@ -64,15 +66,20 @@ async function numbered(agentId: string, xs: readonly Item[]): Promise<number[]>
   return logChanges(env.store, agentId, ids(xs), await takeChangeNumbers(env.store, agentId, xs.length));
 }
 
-/** What a process's index holds: each entry's state as the reader returned it, checked never to go back. */
+/** What a process's index holds: each entry's state as the reader handed it over, checked never to go back. */
 class Applied {
   readonly states = new Map<string, VectorRecord>();
-  add(records: readonly VectorRecord[]): number {
-    for (const r of records) {
-      expect(r.seq).toBeGreaterThanOrEqual(this.states.get(r._id)?.seq ?? 0);
-      this.states.set(r._id, r);
-    }
-    return records.length;
+  /** One call of the reader, applied here: how many records it handed over. */
+  async read(reader: FeedReader): Promise<number> {
+    let n = 0;
+    await reader.next(async (records) => {
+      for (const r of records) {
+        expect(r.seq).toBeGreaterThanOrEqual(this.states.get(r._id)?.seq ?? 0);
+        this.states.set(r._id, r);
+      }
+      n = records.length;
+    });
+    return n;
   }
 }
 
@@ -102,7 +109,7 @@ async function overtaken(name: string, fenceDelayMs: number) {
   const b = items(agentId, 300, 600);
   const aFirst = await takeChangeNumbers(env.store, agentId, a.length);
   await writeVectorRecords(env.store, agentId, SPACE, b, await numbered(agentId, b), Date.now());
-  expect(applied.add(await reader.next())).toBe(600);
+  expect(await applied.read(reader)).toBe(600);
   expect(reader).toMatchObject({ counter: 900, settled: 0, unresolved: 300 });
   return { agentId, reader, applied, a, aFirst };
 }
@@ -115,19 +122,19 @@ describe('a reader of the vector feed', () => {
     const aSeqs = await logChanges(env.store, agentId, ids(a), aFirst);
     expect(aSeqs).toEqual(a.map((_, i) => aFirst + i));
     await writeVectorRecords(env.store, agentId, SPACE, a.slice(0, 50), aSeqs.slice(0, 50), Date.now());
-    expect(applied.add(await reader.next())).toBe(50);
+    expect(await applied.read(reader)).toBe(50);
     expect(reader).toMatchObject({ settled: 50, unresolved: 250 });
 
     // Then the rest.
     await writeVectorRecords(env.store, agentId, SPACE, a.slice(50), aSeqs.slice(50), Date.now());
-    expect(applied.add(await reader.next())).toBe(250);
+    expect(await applied.read(reader)).toBe(250);
     expect(reader).toMatchObject({ settled: 900, unresolved: 0 });
     await expectCurrent(applied, agentId, 900);
 
     // A reader that starts now begins where this one stood, and has nothing to read.
     const later = await FeedReader.start(env.store, agentId, { fenceDelayMs: NEVER });
     expect(later).toMatchObject({ settled: 900, counter: 900, unresolved: 0 });
-    expect(await later.next()).toEqual([]);
+    expect(await new Applied().read(later)).toBe(0);
   });
 
   it('fences the numbers of a writer that stalls before logging them; the writer, late, takes others and lands', async () => {
@@ -135,7 +142,7 @@ describe('a reader of the vector feed', () => {
 
     // Past the fence delay, the reader claims A's numbers: nothing can land at them now.
     await pause(FENCE_MS + 50);
-    expect(await reader.next()).toEqual([]);
+    expect(await applied.read(reader)).toBe(0);
     expect(reader).toMatchObject({ settled: 900, unresolved: 0 });
     expect(await env.store.vectorChanges.findOne({ _id: changeId(agentId, aFirst) })).toMatchObject({
       fenced: true,
@@ -145,7 +152,7 @@ describe('a reader of the vector feed', () => {
     const aSeqs = await logChanges(env.store, agentId, ids(a), aFirst);
     expect(Math.min(...aSeqs)).toBeGreaterThan(900);
     await writeVectorRecords(env.store, agentId, SPACE, a, aSeqs, Date.now());
-    expect(applied.add(await reader.next())).toBe(300);
+    expect(await applied.read(reader)).toBe(300);
     expect(reader).toMatchObject({ settled: 1_200, unresolved: 0 });
     await expectCurrent(applied, agentId, 900);
   });
@@ -161,14 +168,14 @@ describe('a reader of the vector feed', () => {
     // A logs its changes and crashes before its records.
     const aSeqs = await numbered(agentId, a);
     await writeVectorRecords(env.store, agentId, SPACE, b, await numbered(agentId, b), Date.now());
-    expect(applied.add(await reader.next())).toBe(600);
+    expect(await applied.read(reader)).toBe(600);
     expect(reader).toMatchObject({ settled: 0, unresolved: 300 });
 
     // Past the fence delay nothing is fenced (A's changes are logged) nor skipped: each is
     // pending, and costs a point read of its record per call.
     await pause(FENCE_MS + 50);
     const before = counted.count();
-    expect(await reader.next()).toEqual([]);
+    expect(await applied.read(reader)).toBe(0);
     expect(counted.count() - before).toBe(300);
     expect(reader).toMatchObject({ settled: 0, unresolved: 300 });
 
@@ -182,14 +189,14 @@ describe('a reader of the vector feed', () => {
       await numbered(agentId, retried),
       Date.now(),
     );
-    expect(applied.add(await reader.next())).toBe(300);
+    expect(await applied.read(reader)).toBe(300);
     expect(reader).toMatchObject({ settled: 1_200, unresolved: 0 });
     await expectCurrent(applied, agentId, 900);
 
     // Had A only been slow, its records now land at numbers lower than the retry's: they
     // change nothing.
     await writeVectorRecords(env.store, agentId, SPACE, a, aSeqs, Date.now());
-    expect(await reader.next()).toEqual([]);
+    expect(await applied.read(reader)).toBe(0);
     await expectCurrent(applied, agentId, 900);
   });
 
@@ -204,7 +211,7 @@ describe('a reader of the vector feed', () => {
     const applied = new Applied();
     const kept = await storeVectors(env.store, agentId, SPACE, all, Date.now());
     expect(kept).toHaveLength(40);
-    expect(applied.add(await reader.next())).toBe(40);
+    expect(await applied.read(reader)).toBe(40);
 
     // A slow eraser takes and logs numbers for the first ten; the next ten are erased by
     // dropVectors meanwhile, and land before it.
@@ -218,15 +225,58 @@ describe('a reader of the vector feed', () => {
     const quick = ids(all.slice(10, 20));
     await env.store.hot.deleteMany({ agentId, _id: { $in: [...slow, ...quick] } });
     await dropVectors(env.store, agentId, quick, Date.now());
-    expect(applied.add(await reader.next())).toBe(10);
+    expect(await applied.read(reader)).toBe(10);
     expect(reader.unresolved).toBe(10);
     await clearVectorRecords(env.store, agentId, slow, slowSeqs, Date.now());
-    expect(applied.add(await reader.next())).toBe(10);
+    expect(await applied.read(reader)).toBe(10);
     expect(reader.unresolved).toBe(0);
 
     for (const id of [...slow, ...quick]) expect(applied.states.get(id)?.vector).toBeUndefined();
     for (const x of all.slice(20)) expect(applied.states.get(x.id)?.vector).toBeDefined();
     await expectCurrent(applied, agentId, 40);
+  });
+});
+
+describe('a reader of the vector feed, when a store call fails part-way', () => {
+  it('hands over again every change of a call whose later page read failed', async () => {
+    const agentId = env.agent('page-fails');
+    const reader = await FeedReader.start(env.store, agentId, { fenceDelayMs: NEVER });
+    const applied = new Applied();
+    const xs = items(agentId, 0, 300);
+    await writeVectorRecords(env.store, agentId, SPACE, xs, await numbered(agentId, xs), Date.now());
+    // Numbers 1-300 are two pages: the second's read of records fails, after the first's.
+    let reads = 0;
+    const undo = failOnce(env.store, 'vectors', 'find', undefined, () => ++reads === 2);
+    try {
+      await expect(applied.read(reader)).rejects.toThrow(/injected failure/);
+    } finally {
+      undo();
+    }
+    expect(await applied.read(reader)).toBe(300);
+    await expectCurrent(applied, agentId, 300);
+  });
+
+  it('keeps the erasures of a call that failed where it keeps its place', async () => {
+    const agentId = env.agent('keep-fails');
+    const all = items(agentId, 0, 300);
+    const reader = await FeedReader.start(env.store, agentId, { fenceDelayMs: NEVER });
+    const applied = new Applied();
+    await writeVectorRecords(env.store, agentId, SPACE, all, await numbered(agentId, all), Date.now());
+    expect(await applied.read(reader)).toBe(300);
+    // A page of erasures (numbers 301-556), read; the write of where a reader may start fails.
+    const erased = ids(all.slice(0, FEED_PAGE));
+    await dropVectors(env.store, agentId, erased, Date.now());
+    const undo = failOnce(env.store, 'vectorFeeds', 'updateOne');
+    try {
+      await expect(applied.read(reader)).rejects.toThrow(/injected failure/);
+    } finally {
+      undo();
+    }
+    // They were applied before the write failed; the next call writes it.
+    for (const id of erased) expect(applied.states.get(id)?.vector, id).toBeUndefined();
+    expect(await applied.read(reader)).toBe(0);
+    expect(await env.store.vectorFeeds.findOne({ _id: agentId })).toMatchObject({ resolvedThrough: 556 });
+    await expectCurrent(applied, agentId, 300);
   });
 });
 
@@ -244,10 +294,10 @@ describe('the night trims the feed', () => {
   it('deletes the changes of wholly resolved pages, keeps the fences, and a reader far behind still applies every record', async () => {
     const { agentId, reader, applied, a } = await overtaken('trim-fences', FENCE_MS);
     await pause(FENCE_MS + 50);
-    expect(await reader.next()).toEqual([]);
+    expect(await applied.read(reader)).toBe(0);
     // A lands at fresh numbers (901-1,200) after its first 300 were fenced.
     await writeVectorRecords(env.store, agentId, SPACE, a, await numbered(agentId, a), Date.now());
-    expect(applied.add(await reader.next())).toBe(300);
+    expect(await applied.read(reader)).toBe(300);
     expect(await logged(agentId)).toEqual({ changes: 900, fences: 300 });
 
     // Resolved through 1,200: pages 0-3 (numbers up to 1,023) are whole.
@@ -265,7 +315,7 @@ describe('the night trims the feed', () => {
       { through: 0, pending: [] },
     ))!;
     const caughtUp = new Applied();
-    expect(caughtUp.add(await behind.next())).toBe(900);
+    expect(await caughtUp.read(behind)).toBe(900);
     expect(progress(behind)).toEqual({ settled: 1_200, unresolved: 0 });
     await expectCurrent(caughtUp, agentId, 900);
     expect(await logged(agentId)).toEqual({ changes: 177, fences: 300 });
@@ -292,13 +342,13 @@ describe('the night trims the feed', () => {
     // The reader that started before it all: 1-100 have neither change nor record now, and
     // are resolved at once, not left as holes to fence; only the stalled writer's are holes.
     const applied = new Applied();
-    expect(applied.add(await behind.next())).toBe(900);
+    expect(await applied.read(behind)).toBe(900);
     expect(progress(behind)).toEqual({ settled: 700, unresolved: 300 });
     await expectCurrent(applied, agentId, 900);
 
     const seqs = await logChanges(env.store, agentId, ids(stalled), stalledFirst);
     await writeVectorRecords(env.store, agentId, SPACE, stalled, seqs, Date.now());
-    expect(applied.add(await behind.next())).toBe(300);
+    expect(await applied.read(behind)).toBe(300);
     expect(progress(behind)).toEqual({ settled: 1_300, unresolved: 0 });
     await expectCurrent(applied, agentId, 1_200);
   });

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { VectorIndexes, type SemanticSearch } from '../../store/vectorIndexes';
+import { VectorEngine } from '../../vectorEngine/engine';
 import { dropVectors, encodeVector, FEED_PAGE, feedKey } from '../../store/vectors';
 import { useTestEnv, type TestEnv } from '../support/env';
 
@@ -222,6 +223,36 @@ describe('the vector indexes of every process, under writers that overlap', () =
     await land(agentId, 60, slow + 50, 250);
     expect(nearestId(await indexes.nearest(agentId, MODEL, vector(300), 1))).toBe(`${agentId}-v300`);
     expect(indexes.size).toBe(910);
+  });
+});
+
+describe('the vector indexes of a recall process, when a catch-up fails part-way', () => {
+  /**
+   * The engine refuses the `nth` request to apply changes from now on (a stand-in on the
+   * process's engine, deleted once it fired: the engine's own method answers again).
+   */
+  function failApply(nth: number): void {
+    const engine = VectorEngine.forProcess();
+    const request = engine.request.bind(engine);
+    let applies = 0;
+    engine.request = ((req: Parameters<typeof request>[0]) => {
+      if (req.op !== 'apply' || ++applies < nth) return request(req);
+      delete (engine as { request?: unknown }).request;
+      return Promise.reject(new Error('injected failure of an apply'));
+    }) as typeof engine.request;
+  }
+
+  it('applies again every change of the catch-up whose later batch failed', async () => {
+    const agentId = env.agent('apply-fails');
+    const indexes = new VectorIndexes(env.store, { maxVectors: 1_000_000, fenceDelayMs: FENCE_MS });
+    await append(agentId, 0, 10);
+    expect(nearestId(await indexes.nearest(agentId, MODEL, vector(3), 1))).toBe(`${agentId}-v3`);
+    // 300 more: the catch-up sends them 64 at a time, and the second batch fails.
+    await append(agentId, 10, 300);
+    failApply(2);
+    await expect(indexes.nearest(agentId, MODEL, vector(300), 1)).rejects.toThrow(/injected failure/);
+    expect(nearestId(await indexes.nearest(agentId, MODEL, vector(300), 1))).toBe(`${agentId}-v300`);
+    expect(indexes.size).toBe(310);
   });
 });
 

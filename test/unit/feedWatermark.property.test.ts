@@ -178,4 +178,20 @@ describe('the watermark of a feed reader', () => {
     wm.changeSeen(1, undefined);
     expect(wm.settled).toBe(3);
   });
+
+  it('resolves in a copy and leaves the original as it stood: a call that fails keeps no copy', () => {
+    const wm = new FeedWatermark(0);
+    wm.observe(3, 0);
+    wm.changeSeen(2, 'a');
+    const copy = wm.copy();
+    copy.changeSeen(1, undefined);
+    expect(copy.recordSeen('a', 2)).toBe(true);
+    copy.changeSeen(3, undefined);
+    expect(copy.settled).toBe(3);
+    // The original still holds 1 and 3 as holes counted at 0, and 2 pending.
+    expect(wm.settled).toBe(0);
+    expect(wm.holesOlderThan(5, 5)).toEqual([1, 3]);
+    expect(wm.pendingEntries()).toEqual(['a']);
+    expect(wm.recordSeen('a', 2)).toBe(true);
+  });
 });
