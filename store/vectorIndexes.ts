@@ -30,9 +30,10 @@ export type { Neighbour };
  * Memory is bounded by one budget per process (VectorBudget), over every VectorIndexes in
  * it (a `memgate start` process has one, which its worker shares) and every load in flight,
  * enforced as each page of a load arrives and when it completes, whether or not a search
- * still waits for it: the least recently recalled agents' indexes are dropped to make room,
- * and an agent with more vectors than the whole budget is recalled lexically, said in its
- * result, until a recount (at most once per `REFUSAL_RECHECK_MS`) finds it has shrunk to fit.
+ * still waits for it: the least recently recalled agents' indexes are dropped to make room
+ * (a recall whose index goes while it waits is lexical, and says so), and an agent with more
+ * vectors than the whole budget is recalled lexically, said in its result, until a recount (at
+ * most once per `REFUSAL_RECHECK_MS`) finds it has shrunk to fit.
  *
  * A load from the store reads every vector of the agent, so a search waits for it at most
  * `loadWaitMs`, then answers that the index is still loading while the load goes on: a
@@ -93,6 +94,11 @@ interface Loaded {
   latestCatchUp?: { startedAt: number; done: Promise<void> };
   /** Set on a load stopped for want of room (VectorBudget): it was not kept. */
   noRoom?: true;
+  /**
+   * Set once dropped (for room, refused, its set closed): the engine holds it no longer, so
+   * nothing more is sent for it, and a search that held it answers lexically.
+   */
+  dropped?: true;
   /** Where this process persists the index, when it is the one that saves it. */
   persisted?: PersistedAt;
   /** A save is due (a change since the last one). */
@@ -311,6 +317,7 @@ export class VectorIndexes {
 
   private drop(key: string, l: Loaded): void {
     this.loaded.delete(key);
+    l.dropped = true;
     clearTimeout(l.saveTimer);
     if (l.persisted) savedHere.delete(l.persisted.base);
     void this.engine.request({ op: 'drop', key: l.key }).catch(() => undefined);
@@ -411,6 +418,13 @@ export class VectorIndexes {
     if (l.size > this.maxVectors) {
       this.refuse(key, l.size);
       return this.refusal(l.size);
+    }
+    // Dropped for another agent's index while this waited: the engine holds it no longer.
+    if (l.dropped) {
+      return {
+        available: false,
+        reason: `the agent's vector index was dropped while this recall waited, to make room for other agents' (MEMGATE_VECTOR_INDEX_MAX_VECTORS=${this.maxVectors}); recall is lexical until it is loaded again`,
+      };
     }
     l.lastUsed = Date.now();
     this.budget.makeRoom(l);
@@ -614,7 +628,8 @@ export class VectorIndexes {
       upserts.push(r.recall ? { id: r._id, state: r.recall } : { id: r._id });
       vectors.push(vector);
     }
-    if (upserts.length === 0 && removals.length === 0) return;
+    // A dropped index takes nothing more: a later load reads the agent's vectors anew.
+    if ((upserts.length === 0 && removals.length === 0) || l.dropped) return;
     const matrix = new Float32Array(vectors.length * space.dimensions);
     vectors.forEach((v, i) => matrix.set(v, i * space.dimensions));
     const applied = await this.engine.request({
@@ -662,6 +677,8 @@ export class VectorIndexes {
     const at = l.persisted;
     if (!at) return;
     while (l.catchingUp || l.queuedCatchUp) await (l.queuedCatchUp ?? l.catchingUp)!.catch(() => undefined);
+    // Dropped meanwhile: nothing is held to save, and the file may be another load's now.
+    if (l.dropped) return;
     const meta: SavedMeta = {
       database: this.store.db.databaseName,
       agentId: l.agentId,

@@ -1,8 +1,12 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { VectorIndexes, type SemanticSearch } from '../../store/vectorIndexes';
 import { VectorEngine } from '../../vectorEngine/engine';
 import { dropVectors, encodeVector, FEED_PAGE, feedKey } from '../../store/vectors';
 import { useTestEnv, type TestEnv } from '../support/env';
+import { interleaveOnce } from '../support/faults';
 
 /**
  * The per-agent nearest-neighbour indexes a recall process keeps, against the real store:
@@ -297,5 +301,83 @@ describe("a process's memory budget for vectors", () => {
       Date.now(),
     );
     expect(nearestId(await indexes.nearest(agentId, MODEL, vector(2001), 1))).toBe(`${agentId}-v2001`);
+  });
+
+  /**
+   * The agent's `nth` read of its feed's counter from now on waits until `release`: a catch-up
+   * that reads it then is still running when another agent's load makes room. `reached` once
+   * that read waits.
+   */
+  function holdCounterRead(agentId: string, nth: number) {
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let reach!: () => void;
+    const reached = new Promise<void>((r) => (reach = r));
+    let reads = 0;
+    const undo = interleaveOnce(
+      env.store,
+      'vectorFeeds',
+      'findOne',
+      () => (reach(), released),
+      ([filter]) => (filter as { _id?: unknown })._id === agentId && ++reads === nth,
+    );
+    return { reached, release, undo };
+  }
+
+  const droppedForRoom = {
+    available: false,
+    reason: expect.stringMatching(/index was dropped .* to make room for other agents/),
+  };
+
+  it("answers lexically, saying why, a recall whose agent's index is dropped for room while it catches up", async () => {
+    const limits = { maxVectors: 5, fenceDelayMs: FENCE_MS };
+    const [a, b] = [env.agent('dropped-a'), env.agent('dropped-b')];
+    await append(a, 3000, 3);
+    await append(b, 3100, 3);
+    const indexes = new VectorIndexes(env.store, limits);
+    expect(nearestId(await indexes.nearest(a, MODEL, vector(3000), 1))).toBe(`${a}-v3000`);
+    // One more of A's: its next recall's catch-up applies it, once B's first recall has
+    // loaded B, which drops A's index to make room.
+    await append(a, 3003, 1);
+    const held = holdCounterRead(a, 1);
+    try {
+      const first = indexes.nearest(a, MODEL, vector(3003), 1);
+      await held.reached;
+      expect(nearestId(await indexes.nearest(b, MODEL, vector(3100), 1))).toBe(`${b}-v3100`);
+      held.release();
+      expect(await first).toMatchObject(droppedForRoom);
+    } finally {
+      held.release();
+      held.undo();
+    }
+    // The next recall loads it again.
+    expect(nearestId(await indexes.nearest(a, MODEL, vector(3003), 1))).toBe(`${a}-v3003`);
+    expect(indexes.size).toBeLessThanOrEqual(limits.maxVectors);
+  });
+
+  it("answers lexically, saying why, a recall whose agent's index is dropped for room before its load saved it", async () => {
+    const persistDir = mkdtempSync(join(tmpdir(), 'vector-indexes-'));
+    const limits = { maxVectors: 6, fenceDelayMs: FENCE_MS, persistDir, saveDelayMs: 3_600_000 };
+    const [a, b] = [env.agent('unsaved-a'), env.agent('unsaved-b')];
+    await append(a, 3200, 4);
+    await append(b, 3300, 4);
+    const indexes = new VectorIndexes(env.store, limits);
+    // A's load reads the counter when it starts, then again in the catch-up it saves after:
+    // that one waits until B's first recall has loaded B, which drops A's index for room
+    // (whether B is kept then is the budget's to judge, not this test's).
+    const held = holdCounterRead(a, 2);
+    try {
+      const first = indexes.nearest(a, MODEL, vector(3200), 1);
+      await held.reached;
+      await indexes.nearest(b, MODEL, vector(3300), 1);
+      held.release();
+      expect(await first).toMatchObject(droppedForRoom);
+      expect(nearestId(await indexes.nearest(a, MODEL, vector(3201), 1))).toBe(`${a}-v3201`);
+    } finally {
+      held.release();
+      held.undo();
+      await indexes.close();
+      rmSync(persistDir, { recursive: true, force: true });
+    }
   });
 });

@@ -6,6 +6,7 @@ type Faultable = Tier | 'tombstones' | 'vectors' | 'vectorFeeds';
 
 type Method =
   | 'find'
+  | 'findOne'
   | 'findOneAndDelete'
   | 'deleteOne'
   | 'deleteMany'
