@@ -731,6 +731,22 @@ export async function stackUp(
   const bins = await obtainBinaries(s, log);
   mkdirSync(p.state, { recursive: true });
   const started: string[] = [];
+  try {
+    return await startServers(s, p, bins, started, log);
+  } catch (err) {
+    // A server that did not come up fails the stack: none this call started is left running.
+    await stackDown(s, started);
+    throw err;
+  }
+}
+
+async function startServers(
+  s: StackSettings,
+  p: ReturnType<typeof paths>,
+  bins: Awaited<ReturnType<typeof obtainBinaries>>,
+  started: string[],
+  log: Log,
+): Promise<StackEndpoints & { started: string[] }> {
   if (await startPostgres(s, p)) started.push('postgres');
   if (!(await portAnswers(s.temporalPort))) {
     startDetached(

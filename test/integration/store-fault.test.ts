@@ -40,8 +40,10 @@ const ferretdbPid = () => Number(readFileSync(join(scratch, 'ferretdb.pid'), 'ut
  */
 const STORE = { MEMGATE_STORE_CONNECTIONS: '16', MEMGATE_STORE_PROCESSES: '4' };
 
+// It starts a FerretDB of its own on the local stack's PostgreSQL: with configured servers
+// (TEMPORAL_ADDRESS, MONGODB_URI) there is none to start it on, and it does not run.
 beforeAll(async () => {
-  if (!postgres) throw new Error('the fault test needs the local stack (it starts a FerretDB of its own)');
+  if (!postgres) return;
   const config = parseConfig(process.env);
   // The stack's PostgreSQL, its secrets, and a state directory of this test's own.
   copyFileSync(postgres.secrets, join(scratch, 'postgres-secrets.json'));
@@ -89,7 +91,7 @@ async function timed(work: () => Promise<unknown>): Promise<{ ms: number; error?
   }
 }
 
-describe('a store that stops answering (docs/invariants.md, No store wedge)', () => {
+describe.skipIf(!postgres)('a store that stops answering (docs/invariants.md, No store wedge)', () => {
   it('fails calls as StackUnavailable within the timeout while paused, and resumes after, losing nothing acknowledged', async () => {
     const agentId = env.agent('paused');
     const acknowledged: string[] = [];

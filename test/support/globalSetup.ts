@@ -27,27 +27,39 @@ declare module 'vitest' {
  */
 export default async function setup(project: TestProject) {
   const config = parseConfig(process.env);
-  let started: string[] = [];
+  const started: string[] = [];
+  const stop = async () => {
+    if (started.length && !process.env.MEMGATE_KEEP_STACK) await stackDown(config, started);
+  };
   let temporalAddress = config.temporalAddress;
   let mongoUri = config.mongoUri;
-  if (!temporalAddress || !mongoUri) {
-    const stack = await stackUp(config, (line) => console.log(`[stack] ${line}`));
-    started = stack.started;
-    temporalAddress ??= stack.temporalAddress;
-    mongoUri ??= stack.mongoUri;
+  let workflowBundlePath: string;
+  let embeddings: Awaited<ReturnType<typeof resolveEmbeddings>>;
+  // Whatever this started is stopped if setup then fails: vitest calls the teardown returned
+  // below only once setup has returned.
+  try {
+    if (!temporalAddress || !mongoUri) {
+      const stack = await stackUp(config, (line) => console.log(`[stack] ${line}`));
+      started.push(...stack.started);
+      temporalAddress ??= stack.temporalAddress;
+      mongoUri ??= stack.mongoUri;
+    }
+    // Semantic recall is under test: the local embeddings server serves configured servers too,
+    // and a run without any endpoint fails here, with why, rather than pass with recall lexical.
+    if (!config.embeddingsUrls && config.temporalAddress && config.mongoUri) {
+      started.push(...(await embeddingsUp(config, (line) => console.log(`[stack] ${line}`))));
+    }
+    embeddings = await resolveEmbeddings(
+      { ...config, temporalAddress: undefined, mongoUri: undefined },
+      config,
+    );
+    if (!('queryUrls' in embeddings))
+      throw new StackUnavailableError(`no embeddings endpoint for the tests: ${embeddings.unavailable}`);
+    workflowBundlePath = await writeWorkflowBundle(config.stateDir, 'workflow-bundle');
+  } catch (err) {
+    await stop();
+    throw err;
   }
-  // Semantic recall is under test: the local embeddings server serves configured servers too,
-  // and a run without any endpoint fails here, with why, rather than pass with recall lexical.
-  if (!config.embeddingsUrls && config.temporalAddress && config.mongoUri) {
-    await embeddingsUp(config, (line) => console.log(`[stack] ${line}`));
-  }
-  const embeddings = await resolveEmbeddings(
-    { ...config, temporalAddress: undefined, mongoUri: undefined },
-    config,
-  );
-  if (!('queryUrls' in embeddings))
-    throw new StackUnavailableError(`no embeddings endpoint for the tests: ${embeddings.unavailable}`);
-  const workflowBundlePath = await writeWorkflowBundle(config.stateDir, 'workflow-bundle');
   project.provide('temporalAddress', temporalAddress);
   project.provide('mongoUri', mongoUri);
   project.provide('embeddingsQueryUrls', embeddings.queryUrls);
@@ -59,6 +71,6 @@ export default async function setup(project: TestProject) {
   );
   return async () => {
     rmSync(workflowBundlePath, { force: true });
-    if (started.length && !process.env.MEMGATE_KEEP_STACK) await stackDown(config, started);
+    await stop();
   };
 }
