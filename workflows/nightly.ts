@@ -82,11 +82,20 @@ function emptyCounts(): PhaseCounts {
   return Object.fromEntries(COUNT_FIELDS.map((field) => [field, 0])) as PhaseCounts;
 }
 
+/**
+ * Failures a night lists one by one, each message cut to MAX_ERROR_CHARS; past them it counts
+ * them only (`failedUnlisted`). Its report travels whole through continue-as-new and is its
+ * result, both under Temporal's 2 MB payload limit, however many agents fail.
+ */
+export const MAX_FAILURES_LISTED = 100;
+export const MAX_ERROR_CHARS = 1_000;
+
 const nightlyResultSchema = z.strictObject({
   asOf: epochMs,
   agents: z.number().int().min(0),
   completed: z.number().int().min(0),
   failed: z.array(z.strictObject({ agentId: agentIdSchema, error: z.string() })),
+  failedUnlisted: z.number().int().min(0).optional(),
   totals: phaseCountsSchema,
 });
 export type NightlyResult = z.output<typeof nightlyResultSchema>;
@@ -161,7 +170,9 @@ export async function nightlyConsolidation(raw: NightlyInput = {}): Promise<Nigh
         } catch (err) {
           // A child's failure says only that the child (or its activity) failed: why is the
           // innermost cause.
-          result.failed.push({ agentId, error: rootCause(err) ?? (err as Error).message });
+          const error = (rootCause(err) ?? (err as Error).message).slice(0, MAX_ERROR_CHARS);
+          if (result.failed.length < MAX_FAILURES_LISTED) result.failed.push({ agentId, error });
+          else result.failedUnlisted = (result.failedUnlisted ?? 0) + 1;
         }
       }
     };
@@ -177,7 +188,7 @@ export async function nightlyConsolidation(raw: NightlyInput = {}): Promise<Nigh
     counts: {
       agents: result.agents,
       completed: result.completed,
-      failed: result.failed.length,
+      failed: result.failed.length + (result.failedUnlisted ?? 0),
       ...result.totals,
       ...pruned,
     },

@@ -13,7 +13,12 @@ import {
   type PhaseOutcome,
 } from '../../core/nightly/registry';
 import { policyOf } from '../../core/policy';
-import { consolidateAgent, nightlyConsolidation } from '../../workflows/nightly';
+import {
+  consolidateAgent,
+  MAX_ERROR_CHARS,
+  MAX_FAILURES_LISTED,
+  nightlyConsolidation,
+} from '../../workflows/nightly';
 import { consolidateAgentWorkflowId, consolidationRunId } from '../../core/ids';
 import { startWorkflowEnv, stubbedWorker, typedFailure } from '../support/stubbedWorker';
 
@@ -298,6 +303,38 @@ describe('nightlyConsolidation, with its activities stubbed', () => {
       },
     ]);
   });
+
+  it('lists the first failures, each message cut short, and counts the rest: its report travels whole through continue-as-new', async () => {
+    const agents = Array.from(
+      { length: MAX_FAILURES_LISTED + 5 },
+      (_, i) => `nf-${String(i).padStart(3, '0')}`,
+    );
+    const first = `${NIGHT_PHASES[0]!.name}Phase`;
+    const s = nightStubs({
+      agents,
+      fail: ({ name, agentId }) => {
+        if (name === first && agentId) {
+          throw ApplicationFailure.create({
+            type: 'InvalidInput',
+            nonRetryable: true,
+            message: 'x'.repeat(20_000),
+          });
+        }
+      },
+    });
+    const w = await stubbedWorker(env, s.activities);
+    const result = await w.run(() =>
+      env.client.workflow.execute(nightlyConsolidation, {
+        taskQueue: w.taskQueue,
+        workflowId: `nightly-${Date.now()}-${seq++}`,
+        args: [{ asOf, agentsPerPage: 50 }],
+      }),
+    );
+    expect(result).toMatchObject({ agents: agents.length, completed: 0, failedUnlisted: 5 });
+    expect(result.failed).toHaveLength(MAX_FAILURES_LISTED);
+    for (const f of result.failed) expect(f.error.length).toBeLessThanOrEqual(MAX_ERROR_CHARS);
+    expect(s.recorded[0]?.counts).toMatchObject({ agents: agents.length, failed: agents.length });
+  }, 300_000);
 
   it('runs for now when no instant is given, and fails typed on a bad input', async () => {
     const s = nightStubs();
