@@ -19,6 +19,7 @@ import {
   pin,
   rehydrate,
   sessionClosed,
+  sessionIdSchema,
   summariseWindow,
   unpin,
   validateAdmit,
@@ -27,6 +28,7 @@ import {
   validateRehydrate,
   validateUnpin,
   viewWindow,
+  windowStateSchema,
   type AdmitInput,
   type AdvanceTurnInput,
   type EntryResult,
@@ -43,19 +45,25 @@ import {
   type WindowView,
 } from '../core/window';
 
-export interface ContextWindowInput {
-  sessionId: string;
-  settings: WindowSettingsInput;
+const contextWindowInputSchema = z.object({
+  sessionId: sessionIdSchema,
+  /** Checked as the window opens (openWindow), when no state is carried. */
+  settings: z.unknown(),
   /** Carried across continue-as-new. */
-  state?: WindowState;
+  state: windowStateSchema.optional(),
   /**
    * Hand over to a new run after this many Updates, before the server suggests it: how tests
    * reach the hand-over (as Temporal's samples do). Unset in production.
    */
+  continueAsNewAfterUpdates: z.number().int().positive().optional(),
+});
+
+export interface ContextWindowInput {
+  sessionId: string;
+  settings: WindowSettingsInput;
+  state?: WindowState;
   continueAsNewAfterUpdates?: number;
 }
-
-const continueAsNewAfterUpdatesSchema = z.number().int().positive().optional();
 
 export const admitUpdate = defineUpdate<EntryResult, [AdmitInput]>('admit');
 export const rehydrateUpdate = defineUpdate<EntryResult, [RehydrateInput]>('rehydrate');
@@ -75,16 +83,14 @@ export function contextWindowWorkflowId(sessionId: string): string {
  * history; every decision (admission, eviction, swap, refusal) is an Update outcome in history.
  * The state it carries across continue-as-new is bounded (see retainEvictions).
  */
-export async function contextWindow(input: ContextWindowInput): Promise<WindowSummary> {
+export async function contextWindow(raw: ContextWindowInput): Promise<WindowSummary> {
   let state: WindowState;
   let handOverAfter: number | undefined;
+  const input = raw;
   try {
-    handOverAfter = parseWith(
-      continueAsNewAfterUpdatesSchema,
-      input.continueAsNewAfterUpdates,
-      'continueAsNewAfterUpdates',
-    );
-    state = input.state ?? openWindow(input.settings);
+    const parsed = parseWith(contextWindowInputSchema, raw, 'context window');
+    handOverAfter = parsed.continueAsNewAfterUpdates;
+    state = parsed.state ?? openWindow(input.settings);
   } catch (err) {
     throw asApplicationFailure(err);
   }

@@ -121,6 +121,40 @@ export const windowSettingsSchema = z.strictObject({
 });
 export type WindowSettingsInput = z.input<typeof windowSettingsSchema>;
 
+const segmentSchema = z.looseObject({
+  id: segmentIdSchema,
+  tokens: tokensSchema,
+  salience: salienceSchema,
+  label: z.string().optional(),
+  pins: z.array(pinSchema).max(MAX_PINS_PER_SEGMENT),
+  admittedAtTurn: turnSchema,
+  via: z.enum(['admit', 'rehydrate']),
+  displaced: z.array(segmentIdSchema),
+});
+const evictionRecordSchema = z.looseObject({
+  segmentId: segmentIdSchema,
+  tokens: tokensSchema,
+  salience: salienceSchema,
+  label: z.string().optional(),
+  turn: turnSchema,
+  displacedBy: segmentIdSchema,
+  displacerPinned: z.boolean(),
+  displacerPins: z.array(pinSchema),
+});
+
+/**
+ * A window's state as a run carries it to the next (continue-as-new), checked as any other
+ * workflow input is: the workflow takes its input from whoever starts it. Loose, so that a
+ * field added to the state later is carried, not dropped, by a run that has this schema.
+ */
+export const windowStateSchema = z.looseObject({
+  settings: windowSettingsSchema,
+  turn: turnSchema,
+  segments: z.array(segmentSchema).max(MAX_WINDOW_SEGMENTS),
+  evictions: z.array(evictionRecordSchema),
+  evictionsDropped: z.number().int().min(0),
+}) satisfies z.ZodType<WindowState, unknown>;
+
 export const admitSchema = z.strictObject({
   segmentId: segmentIdSchema,
   tokens: tokensSchema,

@@ -114,8 +114,20 @@ describe('contextWindow', () => {
   it('fails typed on a bad workflow input', async () => {
     const w = await stubbedWorker(env, {});
     await w.run(async () => {
-      for (const input of [{ settings: { ...settings, capacity: 0 } }, { continueAsNewAfterUpdates: 0 }]) {
-        const h = await openWindow(w.taskQueue, input);
+      const raw = (input: unknown) =>
+        env.client.workflow.start(contextWindow, {
+          taskQueue: w.taskQueue,
+          workflowId: `window-raw-${Date.now()}-${seq++}`,
+          args: [input as ContextWindowInput],
+        });
+      const started = [
+        await openWindow(w.taskQueue, { settings: { ...settings, capacity: 0 } }),
+        await openWindow(w.taskQueue, { continueAsNewAfterUpdates: 0 }),
+        // As a caller of the Temporal API may send it: no input, or a state of nothing.
+        await raw(null),
+        await openWindow(w.taskQueue, { state: {} as ContextWindowInput['state'] }),
+      ];
+      for (const h of started) {
         const err = await h.result().catch((e: unknown) => e);
         expect(err).toBeInstanceOf(WorkflowFailedError);
         const cause = (err as WorkflowFailedError).cause;
