@@ -78,18 +78,28 @@ async function agentWithSecret(name: string): Promise<{ agentId: string; secret:
   return { agentId, secret: entries[0]!.id };
 }
 
+/** The secret is forgotten right before the night copies it to cold; `then`, after the forget. */
+function forgetBeforeSpillCopy(
+  agentId: string,
+  secret: string,
+  then: () => void = () => undefined,
+): () => void {
+  return interleaveOnce(
+    env.worker.store,
+    'cold',
+    'insertMany',
+    async () => {
+      await env.client.forget({ agentId, entryId: secret });
+      then();
+    },
+    (args) => (args[0] as Entry[]).some((d) => d._id === secret),
+  );
+}
+
 describe('forget during a nightly run of the same agent', () => {
   it('between reclaim reading an entry and copying it to cold', async () => {
     const { agentId, secret } = await agentWithSecret('race-spill');
-    const undo = interleaveOnce(
-      env.worker.store,
-      'cold',
-      'insertMany',
-      async () => {
-        await env.client.forget({ agentId, entryId: secret });
-      },
-      (args) => (args[0] as Entry[]).some((d) => d._id === secret),
-    );
+    const undo = forgetBeforeSpillCopy(agentId, secret);
     try {
       const report = await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
       expect(report.counts.spilled).toBeGreaterThan(0);
@@ -103,26 +113,19 @@ describe('forget during a nightly run of the same agent', () => {
     const { agentId, secret } = await agentWithSecret('race-spill-look-fails');
     let lookFailed = false;
     let undoLook = () => undefined as void;
-    const undo = interleaveOnce(
-      env.worker.store,
-      'cold',
-      'insertMany',
-      async () => {
-        await env.client.forget({ agentId, entryId: secret });
-        // The copy lands; the look for an erasure after it never answers (the worker dies, or
-        // the store times out), and the phase is retried.
-        undoLook = failOnce(
-          env.worker.store,
-          'tombstones',
-          'find',
-          async () => {
-            lookFailed = true;
-          },
-          (args) => (args[0] as { _id?: { $in?: string[] } })._id?.$in?.includes(secret) === true,
-        );
-      },
-      (args) => (args[0] as Entry[]).some((d) => d._id === secret),
-    );
+    const undo = forgetBeforeSpillCopy(agentId, secret, () => {
+      // The copy lands; the look for an erasure after it never answers (the worker dies, or
+      // the store times out), and the phase is retried.
+      undoLook = failOnce(
+        env.worker.store,
+        'tombstones',
+        'find',
+        async () => {
+          lookFailed = true;
+        },
+        (args) => (args[0] as { _id?: { $in?: string[] } })._id?.$in?.includes(secret) === true,
+      );
+    });
     try {
       await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
     } finally {

@@ -154,22 +154,22 @@ describe('forget (docs/invariants.md, Erasure wins)', () => {
 describe('the lifecycle CLI', () => {
   const memgate = (...args: string[]) => runMemgate(env, args);
 
-  it('consolidates, restores and forgets, with typed errors and exit codes', async () => {
-    const agentId = env.agent('cli-lifecycle');
+  /** Two facts of one subject and attribute, the older (its id returned) superseded at night 2. */
+  async function hqMoved(agentId: string): Promise<string> {
+    const fact = { kind: 'fact' as const, subject: 'hq', attribute: 'city' };
     const { entries } = await env.client.write({
       agentId,
       entries: [
-        { text: 'HQ is in Lyon.', kind: 'fact', subject: 'hq', attribute: 'city', writtenAt: dayAt(0, 9) },
-        {
-          text: 'HQ moved to Porto.',
-          kind: 'fact',
-          subject: 'hq',
-          attribute: 'city',
-          writtenAt: dayAt(1, 9),
-        },
+        { ...fact, text: 'HQ is in Lyon.', writtenAt: dayAt(0, 9) },
+        { ...fact, text: 'HQ moved to Porto.', writtenAt: dayAt(1, 9) },
       ],
     });
-    const [lyon] = entries.map((e) => e.id) as [string];
+    return entries[0]!.id;
+  }
+
+  it('consolidates, restores and forgets, with typed errors and exit codes', async () => {
+    const agentId = env.agent('cli-lifecycle');
+    const lyon = await hqMoved(agentId);
     const run = await memgate(
       'consolidate',
       '--agent',
@@ -200,20 +200,7 @@ describe('the lifecycle CLI', () => {
 
   it('counts what it deleted, when a restore of the entry lands between its read and its delete', async () => {
     const agentId = env.agent('forget-restored-meanwhile');
-    const { entries } = await env.client.write({
-      agentId,
-      entries: [
-        { text: 'HQ is in Lyon.', kind: 'fact', subject: 'hq', attribute: 'city', writtenAt: dayAt(0, 9) },
-        {
-          text: 'HQ moved to Porto.',
-          kind: 'fact',
-          subject: 'hq',
-          attribute: 'city',
-          writtenAt: dayAt(1, 9),
-        },
-      ],
-    });
-    const lyon = entries[0]!.id;
+    const lyon = await hqMoved(agentId);
     await env.client.consolidate({ agentId, asOf: dayAt(2, 3) });
     expect(await env.store.hot.findOne({ _id: lyon })).toMatchObject({ isActive: false });
     // Right before the delete from hot, whichever command it is: an operator restores it.

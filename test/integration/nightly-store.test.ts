@@ -382,6 +382,19 @@ describe("reclaim's reads", () => {
       .sort((x, y) => Math.max(x.writtenAt, x.refreshedAt ?? 0) - Math.max(y.writtenAt, y.refreshedAt ?? 0))
       .map((e) => e._id);
 
+  /** Six days of entries, their count 10 too many and in doubt: an attempt stopped between a move and its count. */
+  async function sixDaysCountInDoubt(a: string): Promise<void> {
+    await store.hot.insertMany(sixDays(a));
+    await store.agents.insertOne({
+      _id: a,
+      firstWriteAt: T0,
+      hot: 130,
+      cold: 0,
+      hotWrittenFrom: dayOf(T0),
+      hotCountInDoubt: true,
+    });
+  }
+
   /** One reclaim of the agent's store, and the ids of every hot entry it read. */
   async function reclaimSeen(a: string): Promise<{ read: Set<string>; moved: number }> {
     const read = new Set<string>();
@@ -431,17 +444,7 @@ describe("reclaim's reads", () => {
 
   it('reads every hot entry again when a retried phase left the hot count in doubt, and sets it again', async () => {
     const a = `a-${randomUUID()}`;
-    const hotEntries = sixDays(a);
-    await store.hot.insertMany(hotEntries);
-    // Counted 10 too many: an attempt stopped between a move and its count.
-    await store.agents.insertOne({
-      _id: a,
-      firstWriteAt: T0,
-      hot: 130,
-      cold: 0,
-      hotWrittenFrom: dayOf(T0),
-      hotCountInDoubt: true,
-    });
+    await sixDaysCountInDoubt(a);
     const { read, moved } = await reclaimSeen(a);
     expect(read.size).toBe(120);
     expect(moved).toBe(30);
@@ -452,15 +455,7 @@ describe("reclaim's reads", () => {
 
   it('leaves the hot count in doubt when an entry is deleted while reclaim reads every hot entry', async () => {
     const a = `a-${randomUUID()}`;
-    await store.hot.insertMany(sixDays(a));
-    await store.agents.insertOne({
-      _id: a,
-      firstWriteAt: T0,
-      hot: 130,
-      cold: 0,
-      hotWrittenFrom: dayOf(T0),
-      hotCountInDoubt: true,
-    });
+    await sixDaysCountInDoubt(a);
     const night = mongoNight(store, ctx(a), 50);
     let deleted = '';
     // A forget deletes (and counts) an entry the read has already passed.
