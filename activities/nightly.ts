@@ -10,7 +10,7 @@ import type { Summariser } from '../llm/summariser';
 import { censusAsOf } from '../core/census';
 import { agentCensus, registeredAgents, tierCounts, tombstoneCount } from '../store/agents';
 import type { Store } from '../store/db';
-import { recordRun, type RunRecord } from '../store/runs';
+import { recordAgentRun, recordRun, type RunRecord } from '../store/runs';
 import type { RunContext } from '../store/ledger';
 import { mongoNight } from '../store/nightStore';
 import { heartbeat, heartbeating } from './liveness';
@@ -149,7 +149,7 @@ export function createNightlyActivities(
         counts,
         store: { hot: hot ?? 0, cold, tombstones },
       };
-      const record: RunRecord = {
+      const record: RunRecord & { agentId: string } = {
         _id: run.runId,
         kind: 'agent',
         agentId: run.agentId,
@@ -161,7 +161,7 @@ export function createNightlyActivities(
         store: report.store,
         census: censusAsOf(census, run.asOf),
       };
-      await recordRun(store, record);
+      await recordAgentRun(store, record);
       // Per run, not per agent: agent ids never become labels (docs/operations.md, Metrics).
       const meter = Context.current().metricMeter;
       for (const field of COUNT_FIELDS) {

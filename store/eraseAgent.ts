@@ -168,12 +168,15 @@ export async function eraseAgentRecords(
       { upsert: true },
     );
   if (opts.erased) await record();
-  const [queries, ledger, termStats, runs, registered] = await Promise.all([
+  // The agent's record goes first, its erasure recorded as soon as it has: a night's run of
+  // the agent recorded from then on drops its record itself (store/runs.ts, recordAgentRun).
+  const registered = await store.agents.deleteOne({ _id: agentId });
+  if (!opts.erased && registered.deletedCount > 0) await record();
+  const [queries, ledger, termStats, runs] = await Promise.all([
     store.queries.deleteMany({ agentId }),
     store.ledger.deleteMany({ agentId, event: { $ne: AGENT_ERASED } }),
     store.termStats.deleteMany({ agentId }),
     store.runs.deleteMany({ kind: 'agent', agentId }),
-    store.agents.deleteOne({ _id: agentId }),
   ]);
   const keysRevoked: string[] = [];
   for (const key of await listKeys(store)) {
@@ -190,8 +193,23 @@ export async function eraseAgentRecords(
   const claims = await releaseAgentClaims(store, agentId);
   const counted =
     removed.queriesRemoved + removed.ledgerRemoved + removed.termStatsRemoved + removed.runsRemoved + claims;
-  if (!opts.erased && (counted > 0 || registered.deletedCount > 0 || keysRevoked.length > 0)) await record();
+  if (!opts.erased && (counted > 0 || keysRevoked.length > 0)) await record();
   return removed;
+}
+
+/**
+ * Whether the agent is being erased whole, or was and has not written since (its record gone,
+ * its erasure in the ledger).
+ */
+export async function erasedWhole(store: Store, agentId: string): Promise<boolean> {
+  const record = await store.agents.findOne({ _id: agentId }, { projection: { erasing: 1 } });
+  if (record) return record.erasing?.includes('*') ?? false;
+  return (
+    (await store.ledger.findOne(
+      { agentId, entryId: '*', event: AGENT_ERASED },
+      { projection: { _id: 1 } },
+    )) !== null
+  );
 }
 
 /** Which of these agent ids joined the nightly fan-out (read by their ids). */

@@ -1,5 +1,6 @@
 import type { Collection, Filter } from 'mongodb';
 import type { Store } from './db';
+import { erasedWhole } from './eraseAgent';
 
 /** The record of each completed run, and when the last one was. */
 
@@ -21,6 +22,18 @@ function runs(store: Store): Collection<RunRecord> {
 export async function recordRun(store: Store, run: RunRecord): Promise<void> {
   const { _id, ...rest } = run;
   await runs(store).replaceOne({ _id }, rest, { upsert: true });
+}
+
+/**
+ * An agent's nightly run is recorded unless the agent is being or has been erased whole: a
+ * night lists its agents a page at a time and may run one after its erasure closed the
+ * agent's workflows. Written first and looked at after, as every copy is (docs/invariants.md,
+ * Erasure wins): the erasure deletes the agent's record before its runs' records, so a run
+ * recorded before that delete goes with them, and one recorded after it finds the erasure.
+ */
+export async function recordAgentRun(store: Store, run: RunRecord & { agentId: string }): Promise<void> {
+  await recordRun(store, run);
+  if (await erasedWhole(store, run.agentId)) await runs(store).deleteOne({ _id: run._id });
 }
 
 /** The `asOf` of the latest completed run of this kind (and agent) before `asOf`, if any. */

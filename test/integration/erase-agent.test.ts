@@ -1,10 +1,15 @@
 import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { WorkflowNotFoundError } from '@temporalio/client';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createActivities } from '../../activities';
 import { serverDeps } from '../../cli/commands/serve';
 import { WindowClient } from '../../client/window';
+import { consolidationRunId } from '../../core/ids';
+import type { PhaseCounts } from '../../core/messages';
+import { COUNT_FIELDS } from '../../core/nightly/registry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { requireKey } from '../../server/auth';
 import { buildHttpServer } from '../../server/http';
@@ -380,6 +385,49 @@ describe('erasing a whole agent (docs/erasure.md)', () => {
     const report = await env.client.verify({ agentId });
     expect(report.findings.filter((f) => f.check === 'erased-in-temporal-history')).toEqual([]);
   }, 600_000);
+
+  // A night lists its agents a page at a time and starts their runs long after: a run can
+  // begin, or report, once the erasure has closed the agent's workflows.
+  describe("leaves no record of the agent's night that reports", () => {
+    const nothingCounted = Object.fromEntries(COUNT_FIELDS.map((field) => [field, 0])) as PhaseCounts;
+    const report = async (agentId: string) => {
+      const asOf = dayAt(20, 3);
+      const run = { agentId, asOf, runId: consolidationRunId(agentId, asOf), policy: env.client.policy };
+      const activities = createActivities({
+        store: env.store,
+        config: env.config,
+        embeddings: env.endpoints.embeddings,
+        vectorIndexes: env.client.vectorIndexes,
+      });
+      await new MockActivityEnvironment().run(activities.reportPhase, run, nothingCounted);
+    };
+
+    it('while the erasure removes its records', async () => {
+      const agentId = env.agent('erase-night-during');
+      await env.client.write({ agentId, entries: [{ text: OTHERS[0]!, writtenAt: dayAt(0, 9) }] });
+      const undo = interleaveOnce(
+        env.worker.store,
+        'agents',
+        'deleteOne',
+        () => report(agentId),
+        (args) => (args[0] as { _id?: unknown })._id === agentId,
+      );
+      try {
+        await env.client.eraseAgent({ agentId });
+      } finally {
+        undo();
+      }
+      expect(await everything(agentId)).not.toHaveProperty('runs');
+    }, 120_000);
+
+    it('once the erasure is over', async () => {
+      const agentId = env.agent('erase-night-after');
+      await env.client.write({ agentId, entries: [{ text: OTHERS[1]!, writtenAt: dayAt(0, 9) }] });
+      await env.client.eraseAgent({ agentId });
+      await report(agentId);
+      expect(await everything(agentId)).not.toHaveProperty('runs');
+    }, 120_000);
+  });
 
   it('answers with nothing removed for an agent that never wrote', async () => {
     const agentId = env.agent('erase-never-written');
