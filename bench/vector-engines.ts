@@ -19,14 +19,7 @@
  * A last check per engine: whether a vector erased with the engine's remove call is still in
  * the bytes it persists.
  *
- * Data. Embedding N texts would take this machine hours, so the vectors are synthetic, shaped
- * like text embeddings rather than uniform noise (on which every index looks worse than it is
- * and quantisation better): 2,000 topic centroids that share a common direction (cosine ≈ 0.5
- * between centroids, as text embeddings are anisotropic), topics drawn with a skew (a few
- * popular ones, a long tail), each vector its centroid plus Gaussian noise to a cosine of
- * about 0.8 with it, normalised. Queries are perturbed data vectors (cosine ≈ 0.85 with the
- * one they come from), not data vectors themselves. All from a seeded generator: every run
- * measures the same data.
+ * Data: synthetic, shaped like text embeddings (bench/syntheticVectors.ts).
  *
  * Engines other than usearch (a dependency of the project) are installed on first run, at
  * pinned versions, into the cache directory (MEMGATE_CACHE_DIR, under bench-engines/); one
@@ -49,6 +42,7 @@ import { parseConfig } from '../core/config';
 import { seededRandom } from '../core/seededRandom';
 import { expandHome } from '../stack/stack';
 import { emit, percentile, round } from './support';
+import { SYNTHETIC_DATA, textLikeVectors } from './syntheticVectors';
 
 const N = Number(process.env.BENCH_ENGINES_N ?? 100_000);
 const QUERIES = Number(process.env.BENCH_ENGINES_QUERIES ?? 200);
@@ -62,14 +56,7 @@ const WARMUP_QUERIES = 20;
 /** A per-vector build yields to the event loop once it has held it this long. */
 const YIELD_MS = 10;
 
-const CENTROIDS = 2000;
 const SEED = 0x76656e67;
-/** Weight of the direction all centroids share: cosine ≈ w²/(1 + w²) between two of them. */
-const COMMON_WEIGHT = 1;
-/** Per-dimension noise for a cosine c with the vector perturbed: √((1/c² − 1)/d). */
-const spread = (cosine: number) => Math.sqrt((1 / cosine ** 2 - 1) / DIMENSIONS);
-const VECTOR_SPREAD = spread(0.8);
-const QUERY_SPREAD = spread(0.85);
 /** The filtered searches admit the ids marked allowed: about this fraction of them. */
 const ALLOWED_FRACTION = 0.5;
 
@@ -584,33 +571,12 @@ function engineNamed(name: EngineName): Engine | string {
 
 /** The data set, written once by the parent and read by each phase's process. */
 function generate(dir: string): void {
-  const random = seededRandom(SEED);
-  const gaussian = () => Math.sqrt(-2 * Math.log(1 - random())) * Math.cos(2 * Math.PI * random());
-  /** Into `out` at `at`: `base` (or nothing) plus Gaussian noise of `sigma` per dimension, normalised. */
-  const perturbed = (out: Float32Array, at: number, base: Float32Array | null, sigma: number) => {
-    let norm = 0;
-    for (let j = 0; j < DIMENSIONS; j++) {
-      const x = (base?.[j] ?? 0) + sigma * gaussian();
-      out[at + j] = x;
-      norm += x * x;
-    }
-    for (let j = 0; j < DIMENSIONS; j++) out[at + j]! /= Math.sqrt(norm);
-  };
-  const common = new Float32Array(DIMENSIONS);
-  perturbed(common, 0, null, 1);
-  const shared = common.map((x) => COMMON_WEIGHT * x);
-  const centroids = new Float32Array(CENTROIDS * DIMENSIONS);
-  for (let c = 0; c < CENTROIDS; c++) perturbed(centroids, c * DIMENSIONS, shared, 1 / Math.sqrt(DIMENSIONS));
-  const vectors = new Float32Array(N * DIMENSIONS);
-  for (let i = 0; i < N; i++) {
-    // Squaring skews the draw toward the first centroids: popular topics and a long tail.
-    const c = Math.floor(CENTROIDS * random() ** 2);
-    perturbed(vectors, i * DIMENSIONS, row(centroids, c), VECTOR_SPREAD);
-  }
-  const queries = new Float32Array(QUERIES * DIMENSIONS);
-  for (let q = 0; q < QUERIES; q++) {
-    perturbed(queries, q * DIMENSIONS, row(vectors, Math.floor(random() * N)), QUERY_SPREAD);
-  }
+  const { vectors, queries, random } = textLikeVectors({
+    n: N,
+    queries: QUERIES,
+    dimensions: DIMENSIONS,
+    seed: SEED,
+  });
   const allowed = Uint8Array.from({ length: N }, () => (random() < ALLOWED_FRACTION ? 1 : 0));
   writeFileSync(join(dir, 'vectors.f32'), vectors);
   writeFileSync(join(dir, 'queries.f32'), queries);
@@ -866,7 +832,7 @@ async function main() {
       queries: QUERIES,
       k: K,
       allowedFraction: ALLOWED_FRACTION,
-      data: `synthetic: ${CENTROIDS} skewed topic centroids (cosine ≈ 0.5 apart), vectors at cosine ≈ 0.8 to theirs, queries at ≈ 0.85 to a data vector`,
+      data: SYNTHETIC_DATA,
       memory:
         'bytesPerVector: growth of the build process (RSS off the V8 heap plus live heap, after a GC; the input vectors excluded); open/viewBytesPerVector: the same in a fresh process, opened and searched; engineBytesPerVector: the engine’s own count; fileBytesPerVector: what it persists',
       usearchAddBatch: USEARCH_BATCH,

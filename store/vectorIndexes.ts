@@ -9,6 +9,7 @@ import type { Store, VectorRecord } from './db';
 import { FeedReader, type FeedPosition } from './vectorFeed';
 import { agentVectors, countVectors, decodeVector, inSpace, onVectorsCleared } from './vectors';
 import { saveNowOrWait } from '../core/indexSaves';
+import { compactionDue } from '../core/vectorCompaction';
 import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
 
 export type { Neighbour };
@@ -70,6 +71,10 @@ interface Loaded {
   space: EmbeddingSpace;
   /** Vectors it holds. */
   size: number;
+  /** Scrubs in its graph: it is built afresh once they pass a share of it (core/vectorCompaction.ts). */
+  scrubs: number;
+  /** Set while a build afresh from the store is under way to replace it. */
+  compacting?: true;
   /** The agent's feed, read from before the load: every change since is applied from it. */
   reader: FeedReader;
   /**
@@ -224,10 +229,13 @@ interface Loading {
 /** Indexes this process persists: one VectorIndexes saves each (two in a process would race). */
 const savedHere = new Set<string>();
 let instances = 0;
+let compactions = 0;
 
 export class VectorIndexes {
   private readonly loaded = new Map<string, Loaded>();
   private readonly loading = new Map<string, Loading>();
+  /** The progress of each build afresh in flight (compact). */
+  private readonly compacting = new Set<{ size: number }>();
   /** Agents refused for their size: how many vectors they had, and when that was counted. */
   private readonly tooLarge = new Map<string, { size: number; countedAt: number }>();
   private readonly maxVectors: number;
@@ -305,6 +313,7 @@ export class VectorIndexes {
   get held(): number {
     let n = this.size;
     for (const l of this.loading.values()) n += l.progress.size;
+    for (const progress of this.compacting) n += progress.size;
     return n;
   }
 
@@ -398,7 +407,7 @@ export class VectorIndexes {
     const refused = await this.stillTooLarge(key, agentId);
     if (refused !== undefined) return this.refusal(refused);
     const wait = opts.untilLoaded ? undefined : this.limits.loadWaitMs;
-    const l = this.loaded.get(key) ?? (await this.withinWait(this.load(key, agentId, space), wait))?.value;
+    let l = this.loaded.get(key) ?? (await this.withinWait(this.load(key, agentId, space), wait))?.value;
     const size = this.tooLarge.get(key)?.size;
     if (size !== undefined) return this.refusal(size);
     if (l?.noRoom) {
@@ -414,7 +423,13 @@ export class VectorIndexes {
         reason: `the agent's vector index is loading into memory (${read} vectors so far); recall is lexical until it is loaded`,
       };
     }
-    const caughtUp = await this.withinWait(this.caughtUp(l, opts.since), wait);
+    let caughtUp = await this.withinWait(this.caughtUp(l, opts.since), wait);
+    const successor = this.loaded.get(key);
+    if (l.dropped && successor) {
+      // Built afresh meanwhile (compact), or loaded again by another recall: that one answers.
+      l = successor;
+      caughtUp = await this.withinWait(this.caughtUp(l, opts.since), wait);
+    }
     if (l.size > this.maxVectors) {
       this.refuse(key, l.size);
       return this.refusal(l.size);
@@ -504,6 +519,7 @@ export class VectorIndexes {
         }
         this.loaded.set(key, l);
         this.budget.makeRoom(l);
+        if (compactionDue(l)) this.compact(l);
         // Saved once caught up, so that the position it is saved with is past what the load read.
         if (l.persisted && !l.opened) {
           await this.caughtUp(l).catch(() => undefined);
@@ -551,6 +567,7 @@ export class VectorIndexes {
       agentId,
       space,
       size: opened.size,
+      scrubs: opened.scrubs,
       reader,
       otherModel: new Set(meta.otherModel),
       bad: new Set(meta.bad),
@@ -574,6 +591,7 @@ export class VectorIndexes {
       agentId,
       space,
       size: 0,
+      scrubs: 0,
       reader,
       otherModel: new Set(),
       bad: new Set(),
@@ -640,7 +658,48 @@ export class VectorIndexes {
       removals,
     });
     l.size = applied.size;
+    l.scrubs = applied.scrubs;
     if (l.persisted) this.scheduleSave(l);
+    if (compactionDue(l)) this.compact(l);
+  }
+
+  /**
+   * Build the agent's index afresh from the store beside the one that serves, and swap it in
+   * once caught up: its graph has no scrubs (core/vectorCompaction.ts). Searches go on in the
+   * old one meanwhile, and the build counts against the budget as a load does. A build that
+   * fails, finds no room, or whose index went meanwhile (dropped, refused, closed) is dropped;
+   * the next change tries again.
+   */
+  private compact(l: Loaded): void {
+    const key = indexKey(l.agentId, l.space);
+    if (l.compacting || l.dropped || this.loaded.get(key) !== l) return;
+    l.compacting = true;
+    const progress = { size: 0 };
+    this.compacting.add(progress);
+    const engineKey = `${this.instance}\0${key}\0${++compactions}`;
+    const stillWanted = (fresh: Loaded) =>
+      !fresh.noRoom && !l.dropped && this.loaded.get(key) === l && !this.tooLarge.has(key);
+    void (async () => {
+      const fresh = await this.loadFromStore(engineKey, key, l.agentId, l.space, progress);
+      if (stillWanted(fresh)) await this.caughtUp(fresh);
+      if (!stillWanted(fresh)) throw new Error('not swapped in');
+      fresh.persisted = l.persisted;
+      fresh.lastUsed = l.lastUsed;
+      clearTimeout(l.saveTimer);
+      // Applies and searches on the old one stop here (apply, nearest).
+      l.dropped = true;
+      this.loaded.set(key, fresh);
+      void this.engine.request({ op: 'drop', key: l.key }).catch(() => undefined);
+      if (fresh.persisted) await this.save(fresh);
+    })()
+      .catch(() => {
+        if (this.loaded.get(key)?.key !== engineKey)
+          void this.engine.request({ op: 'drop', key: engineKey }).catch(() => undefined);
+      })
+      .finally(() => {
+        l.compacting = undefined;
+        this.compacting.delete(progress);
+      });
   }
 
   /**

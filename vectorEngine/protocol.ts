@@ -61,6 +61,8 @@ export type EngineRequest =
 
 export interface Opened {
   size: number;
+  /** Scrubs in its graph (vectorEngine/thread.ts, Erasure): core/vectorCompaction.ts judges them. */
+  scrubs: number;
   meta: unknown;
 }
 
@@ -68,6 +70,8 @@ export interface Applied {
   size: number;
   /** Whether a vector left: what the index persisted no longer holds it (it was deleted). */
   removed: boolean;
+  /** Scrubs in its graph (vectorEngine/thread.ts, Erasure): core/vectorCompaction.ts judges them. */
+  scrubs: number;
 }
 
 export interface Found {

@@ -32,7 +32,9 @@ import type { Applied, EngineReply, EngineRequest, Found, Opened, PersistedAt } 
  * an add, into the freed slot, of a scrub vector under a key no entry has: no freed slot ever
  * holds an entry's vector, and a file saved later holds none removed. A new vector takes a
  * scrub's slot before a new one. What was persisted of an index is deleted at its first
- * removal since the save, and saved again later, without the vector.
+ * removal since the save, and saved again later, without the vector. Scrubs keep the edges
+ * of the vectors they replaced, so the graph leads searches astray as they accumulate: the
+ * index is built afresh from the store once they pass a share of it (core/vectorCompaction.ts).
  */
 
 const HNSW = { connectivity: 16, expansionAdd: 128, expansionSearch: 64 };
@@ -316,7 +318,7 @@ function apply(h: Held, req: Extract<EngineRequest, { op: 'apply' }>): Applied {
     h.index.add(keys, matrix, 0);
   }
   if (removed && h.persisted) unlinkPersisted(h.persisted);
-  return { size: h.live, removed };
+  return { size: h.live, removed, scrubs: h.scrubs.length };
 }
 
 function cosine(a: Float32Array, b: Float32Array): number {
@@ -475,7 +477,7 @@ function open(key: string, dimensions: number, at: PersistedAt): Opened | null {
     return null;
   }
   held.set(key, h);
-  return { size: h.live, meta: header.meta };
+  return { size: h.live, scrubs: h.scrubs.length, meta: header.meta };
 }
 
 function handle(req: EngineRequest): unknown {

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyStore } from '../../store/verify';
 import { VectorIndexes, type SemanticSearch, type VectorIndexLimits } from '../../store/vectorIndexes';
 import { dropVectors, encodeVector, feedKey, takeChangeNumbers } from '../../store/vectors';
+import { persistedIndexes } from '../../vectorEngine/persisted';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { anyFileHolds, markerVector } from '../support/vectorBytes';
 
@@ -146,5 +147,33 @@ describe('a persisted vector index', () => {
     expect(nearestId(await nearest(next, agentId, 9))).toBe(id(agentId, 9));
     await next.close();
     expect(existsSync(l.persistDir!)).toBe(true);
+  });
+
+  it('is built afresh from the store once removals leave scrubs past a share of it, and saved without them', async () => {
+    const agentId = env.agent('compacted');
+    const l = limits();
+    await append(agentId, 0, 200);
+    const indexes = new VectorIndexes(env.store, l);
+    await nearest(indexes, agentId, 1);
+    const removed = Array.from({ length: 100 }, (_, i) => id(agentId, i));
+    await dropVectors(env.store, agentId, removed, Date.now());
+    // The catch-up of this search applies the removals: 100 scrubs beside 100 vectors.
+    await nearest(indexes, agentId, 150);
+
+    const saved = () => persistedIndexes(l.persistDir!).map(({ header }) => header);
+    for (const deadline = Date.now() + 60_000; ; await new Promise((r) => setTimeout(r, 100))) {
+      const [header] = saved();
+      if (header?.scrubs.length === 0 && header.labels === 100) break;
+      if (Date.now() > deadline) throw new Error(`still saved as ${JSON.stringify(header ?? null)}`);
+    }
+    const answers = await Promise.all([100, 150, 199, 5, 50].map((i) => nearest(indexes, agentId, i)));
+    expect(answers.map(nearestId).slice(0, 3)).toEqual([
+      id(agentId, 100),
+      id(agentId, 150),
+      id(agentId, 199),
+    ]);
+    for (const gone of answers.slice(3)) expect(removed).not.toContain(nearestId(gone));
+    expect(anyFileHolds(l.persistDir!, vector(5))).toBe(false);
+    await indexes.close();
   });
 });

@@ -138,7 +138,7 @@ describe('the vector engine thread', () => {
     const before = await search(key, marker(3), 10, 0);
     await engine.request({ op: 'drop', key });
     const opened = await engine.request({ op: 'open', key: 'reopened', dimensions: DIMS, at });
-    expect(opened).toEqual({ size: 300, meta: { position: 7 } });
+    expect(opened).toEqual({ size: 300, scrubs: 0, meta: { position: 7 } });
     const after = await search('reopened', marker(3), 10, 0);
     expect(after.neighbours).toEqual(before.neighbours);
     expect(after.neighbours.every((n) => Number(n.id.slice(1)) % 2 === 0)).toBe(true);
@@ -178,6 +178,8 @@ describe('the vector engine thread', () => {
       ).toEqual({
         size: 120,
         removed: true,
+        // The removal's scrub gave its slot to the new vector.
+        scrubs: 0,
       });
     for (const query of [marker(7000), marker(7001), vectors.get('e2')!.vector, vectors.get('e9')!.vector]) {
       const found = await search(opened, query, 5, 0);
@@ -206,7 +208,7 @@ describe('the vector engine thread', () => {
       vectors: new Float32Array(0),
       removals: erased,
     });
-    expect(applied).toEqual({ size: 197, removed: true });
+    expect(applied).toEqual({ size: 197, removed: true, scrubs: 3 });
     // What had been saved is gone at once.
     expect(existsSync(`${at.base}.state`)).toBe(false);
     expect(persistedBytes(at.base).length).toBe(0);
