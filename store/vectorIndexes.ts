@@ -690,6 +690,9 @@ export class VectorIndexes {
       l.dropped = true;
       this.loaded.set(key, fresh);
       void this.engine.request({ op: 'drop', key: l.key }).catch(() => undefined);
+      // An erasure whose sweep caught up the old one since is in the feed: applied before any
+      // save (docs/invariants.md, Erased from derived indexes).
+      await this.caughtUp(fresh);
       if (fresh.persisted) await this.save(fresh);
     })()
       .catch(() => {
