@@ -517,6 +517,8 @@ export class VectorIndexes {
           void this.engine.request({ op: 'drop', key: engineKey }).catch(() => undefined);
           return l;
         }
+        // Counted as held from here on, no longer as read by a load.
+        progress.size = 0;
         this.loaded.set(key, l);
         this.budget.makeRoom(l);
         if (compactionDue(l)) this.compact(l);
@@ -688,6 +690,7 @@ export class VectorIndexes {
       clearTimeout(l.saveTimer);
       // Applies and searches on the old one stop here (apply, nearest).
       l.dropped = true;
+      progress.size = 0;
       this.loaded.set(key, fresh);
       void this.engine.request({ op: 'drop', key: l.key }).catch(() => undefined);
       // An erasure whose sweep caught up the old one since is in the feed: applied before any

@@ -274,6 +274,17 @@ describe("a process's memory budget for vectors", () => {
     expect(client.size + worker.size).toBeLessThanOrEqual(limits.maxVectors);
   });
 
+  it('counts a load once as it completes: two indexes that fit together are both kept', async () => {
+    const limits = { maxVectors: 160, fenceDelayMs: FENCE_MS };
+    const [x, y] = [env.agent('budget-fit-x'), env.agent('budget-fit-y')];
+    await append(x, 3000, 100);
+    await append(y, 3100, 40);
+    const indexes = new VectorIndexes(env.store, limits);
+    expect(nearestId(await indexes.nearest(x, MODEL, vector(3005), 1))).toBe(`${x}-v3005`);
+    expect(nearestId(await indexes.nearest(y, MODEL, vector(3105), 1))).toBe(`${y}-v3105`);
+    expect(indexes.size).toBe(140);
+  });
+
   it('is kept by loads that end after no search waits for them any more', async () => {
     const limits = { maxVectors: 250, loadWaitMs: 0, fenceDelayMs: FENCE_MS };
     const agents = ['p', 'q', 'r'].map((n) => env.agent(`late-${n}`));
