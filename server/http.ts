@@ -249,6 +249,7 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
           const input = {
             ...parseRequest(r, request),
             ...(request.keyScope && { keyScope: request.keyScope }),
+            breakOff: () => reply.raw.destroy(),
           };
           const result = await r.handle(input as Parameters<typeof r.handle>[0]);
           return reply.code(r.status ?? 200).send(result);

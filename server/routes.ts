@@ -111,6 +111,8 @@ export interface Route<
     raw: unknown;
     /** The caller's key scope, when the server checks keys. */
     keyScope?: KeyScope;
+    /** Ends the connection at once: a streamed answer breaks off from a reader that stalled. */
+    breakOff: () => void;
   }): Promise<z.output<R>>;
 }
 
@@ -167,34 +169,36 @@ function rawObject(raw: unknown): Record<string, unknown> {
  * begin (an unknown agent, an unreachable store) answers with its typed error; each next one
  * only when the connection has taken the last (its backpressure reaches the store's cursor),
  * and a connection that goes away ends the chunks. One that takes nothing for `stallMs` ends
- * them too, and the answer breaks off: the chunks' cursor is not held for a reader that stopped
- * (docs/invariants.md, No store wedge).
+ * them too, and the answer breaks off, its connection with it: the chunks' cursor is not held
+ * for a reader that stopped (docs/invariants.md, No store wedge), nor its socket, which the
+ * server would otherwise keep, waiting for the reader to drain it.
  */
 async function streamed(
   chunks: AsyncGenerator<string, void>,
   type: string,
-  stallMs: number,
+  stall: { ms: number; breakOff: () => void },
 ): Promise<Response> {
   let next: IteratorResult<string, void> | undefined = await chunks.next();
   const encoder = new TextEncoder();
-  let stall: NodeJS.Timeout | undefined;
+  let stalled: NodeJS.Timeout | undefined;
   const body = new ReadableStream<Uint8Array>(
     {
       async pull(controller) {
-        clearTimeout(stall);
+        clearTimeout(stalled);
         const { done, value } = next ?? (await chunks.next());
         next = undefined;
         if (done) return controller.close();
         controller.enqueue(encoder.encode(value));
-        stall = setTimeout(() => {
+        stalled = setTimeout(() => {
           void chunks.return();
           controller.error(
-            new StackUnavailableError(`the connection took nothing for ${stallMs} ms: the answer is ended`),
+            new StackUnavailableError(`the connection took nothing for ${stall.ms} ms: the answer is ended`),
           );
-        }, stallMs);
+          stall.breakOff();
+        }, stall.ms);
       },
       async cancel() {
-        clearTimeout(stall);
+        clearTimeout(stalled);
         await chunks.return();
       },
     },
@@ -342,8 +346,11 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       response: exportLineSchema,
       errors: ['InvalidInput', 'NotFound', 'StackUnavailable'],
       // The server sends the Response as it is (`produces`).
-      handle: async ({ params }) =>
-        (await streamed(memgate.exportAgent(params), EXPORT_MEDIA_TYPE, deps.streamStallMs)) as never,
+      handle: async ({ params, breakOff }) =>
+        (await streamed(memgate.exportAgent(params), EXPORT_MEDIA_TYPE, {
+          ms: deps.streamStallMs,
+          breakOff,
+        })) as never,
     }),
     route({
       method: 'GET',

@@ -1,10 +1,12 @@
-import { connect } from 'node:net';
+import { connect, type AddressInfo, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { startHttpServer } from '../../cli/commands/serve';
+import { serverDeps, startHttpServer } from '../../cli/commands/serve';
 import { buildEntry, memoryPolicy } from '../../core/entry';
 import { registerAgent } from '../../store/agents';
 import { insertNewEntries } from '../../store/entries';
 import { createKey } from '../../store/keys';
+import { requireKey } from '../../server/auth';
+import { buildHttpServer } from '../../server/http';
 import { useTestEnv } from '../support/env';
 import { episode } from '../support/memories';
 
@@ -62,6 +64,47 @@ describe('an export whose connection stops reading', () => {
     } finally {
       socket.destroy();
       await server.close();
+    }
+  }, 300_000);
+
+  it('breaks the stalled connection off once it has ended the answer', async () => {
+    const stalled = env.agent('export-broken-off');
+    const now = Date.now();
+    const text = (i: number) => `Entry ${i}: ${'a long note about the harbour ledger '.repeat(100)}`;
+    await insertNewEntries(
+      env.store,
+      Array.from({ length: 2_000 }, (_, i) =>
+        buildEntry(`${stalled}/e${i}`, stalled, episode(text(i), now - i), memoryPolicy(env.config)),
+      ),
+    );
+    await registerAgent(env.store, stalled, now);
+    const app = buildHttpServer(serverDeps(env.client, env.config), {
+      authenticate: requireKey((key) => env.client.authenticate(key)),
+    });
+    const { key } = await createKey(env.store, '*', now);
+    const closed = new Promise<void>((resolve) =>
+      app.server.once('connection', (conn: Socket) => conn.once('close', () => resolve())),
+    );
+    await app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = app.server.address() as AddressInfo;
+    const socket = connect(port, '127.0.0.1');
+    try {
+      socket.pause();
+      socket.write(
+        `GET /v1/agents/${stalled}/export HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${key}\r\n\r\n`,
+      );
+      // The server's end of the connection closes, with the client still there and not reading.
+      let deadline: NodeJS.Timeout | undefined;
+      await Promise.race([
+        closed,
+        new Promise((_, reject) => {
+          deadline = setTimeout(() => reject(new Error('the stalled connection is still open')), 60_000);
+        }),
+      ]).finally(() => clearTimeout(deadline));
+      expect(socket.destroyed).toBe(false);
+    } finally {
+      socket.destroy();
+      await app.close();
     }
   }, 300_000);
 });
