@@ -12,7 +12,7 @@ type Register = (program: Command) => void;
  */
 export const COMMAND_MODULES: readonly { commands: readonly string[]; load: () => Promise<Register> }[] = [
   {
-    commands: ['start', 'worker'],
+    commands: ['start', 'worker', 'hand-over'],
     load: async () => (await import('./commands/worker')).registerWorkerCommands,
   },
   {

@@ -23,7 +23,7 @@ import { entryIdSchema, MAX_EMBED_IDS, parseInput } from '../core/messages';
 import { writeLimitsOf, type Policy } from '../core/policy';
 import { z } from 'zod';
 import { asApplicationFailure } from '../core/failures';
-import { handOverSuggested, handOverToCurrentVersion } from './support';
+import { handOverSuggested, handOverToCurrentVersion, wakeOnHandOverSignal } from './support';
 import type { InvalidWrite, PersistOutcome, WriteResult } from '../core/messages';
 import type { WriteActivities } from '../activities';
 
@@ -243,6 +243,8 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
       },
     },
   );
+
+  wakeOnHandOverSignal();
 
   // Created entries awaiting their vector, and those the embedding call in flight holds.
   const unembedded: string[] = [...(input.unembedded ?? [])];

@@ -9,7 +9,7 @@ import {
 import type { UpdateDefinition } from '@temporalio/common';
 import { z } from 'zod';
 import { asApplicationFailure } from '../core/failures';
-import { handOverSuggested, handOverToCurrentVersion } from './support';
+import { handOverSuggested, handOverToCurrentVersion, wakeOnHandOverSignal } from './support';
 import { RehydrationBlocked } from '../core/window/blocked';
 import {
   admit,
@@ -156,6 +156,7 @@ export async function contextWindow(raw: ContextWindowInput): Promise<WindowSumm
     { validator: requireOpen },
   );
   setHandler(windowQuery, () => viewWindow(state));
+  wakeOnHandOverSignal();
 
   const handOverDue = () => handOverSuggested() || (handOverAfter !== undefined && updates >= handOverAfter);
   await condition(() => closed || handOverDue());

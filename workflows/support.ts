@@ -1,5 +1,11 @@
 import type { RetryPolicy } from '@temporalio/common';
-import { makeContinueAsNewFunc, workflowInfo, type Workflow } from '@temporalio/workflow';
+import {
+  defineSignal,
+  makeContinueAsNewFunc,
+  setHandler,
+  workflowInfo,
+  type Workflow,
+} from '@temporalio/workflow';
 import type { z } from 'zod';
 import { assertNotAhead } from '../core/clock';
 import { asApplicationFailure } from '../core/failures';
@@ -44,6 +50,19 @@ export const RETRY: RetryPolicy = {
 export function handOverSuggested(): boolean {
   const info = workflowInfo();
   return info.continueAsNewSuggested || info.targetWorkerDeploymentVersionChanged;
+}
+
+/**
+ * Wakes a forever-running run, which then looks at `handOverSuggested`: an idle one stays
+ * pinned to its version until its next task, and this gives it one (`memgate hand-over`,
+ * docs/versioning.md). Its handler does nothing; the task is the point. A run of a version
+ * without the handler wakes all the same, and leaves the signal unhandled.
+ */
+export const handOverSignal = defineSignal('handOver');
+
+/** Registered by each forever-running workflow. */
+export function wakeOnHandOverSignal(): void {
+  setHandler(handOverSignal, () => undefined);
 }
 
 /**

@@ -4,7 +4,8 @@ import { stackDown, stackUp } from '../../stack/stack';
 import { ensureNightlySchedule } from '../../client/schedule';
 import { resolveEmbeddings } from '../../stack/connection';
 import { MemgateClient } from '../../client/client';
-import { config, resolveEndpoints } from './context';
+import { handOverRunning } from '../../client/admin';
+import { config, printJson, resolveEndpoints, withClient } from './context';
 import { announce, startHttpServer } from './serve';
 
 export function registerWorkerCommands(program: Command): void {
@@ -76,4 +77,13 @@ export function registerWorkerCommands(program: Command): void {
       console.log(`memgate worker polling task queue ${config().taskQueue}`);
       await handle.run();
     });
+
+  program
+    .command('hand-over')
+    .description(
+      "wake every running agent memory and context window, so that each moves to the Worker Deployment's current version (docs/versioning.md)",
+    )
+    .action(() =>
+      withClient(async (c) => printJson({ woken: await handOverRunning(c.temporal, config().taskQueue) })),
+    );
 }

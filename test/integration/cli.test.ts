@@ -75,4 +75,19 @@ describe('memgate CLI', () => {
     expect(res.code).toBe(0);
     expect(JSON.parse(res.stdout)).toMatchObject({ endpoints: { temporalAddress: expect.any(String) } });
   });
+
+  it('wakes the running agent memories with hand-over, which take writes on as before', async () => {
+    const agent = env.agent('cli-hand-over');
+    expect((await memgate('write', '--agent', agent, 'The boiler is serviced in May')).code).toBe(0);
+    // Listed once the server's visibility has the run (a moment after its start).
+    let woken = 0;
+    for (let attempt = 0; attempt < 20 && woken === 0; attempt++) {
+      const res = await memgate('hand-over');
+      expect(res.code).toBe(0);
+      woken = (JSON.parse(res.stdout) as { woken: number }).woken;
+    }
+    expect(woken).toBeGreaterThan(0);
+    const again = await memgate('write', '--agent', agent, 'The chimney is swept in June');
+    expect(JSON.parse(again.stdout)).toMatchObject({ entries: [{ status: 'created' }] });
+  });
 });

@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { ForgetActivities } from '../../activities';
 import { parseConfig } from '../../core/config';
 import { policyOf } from '../../core/policy';
+import { handOverRunning } from '../../client/admin';
 import { workerDeploymentOf } from '../../worker/worker';
 import {
   contextWindow,
@@ -129,6 +130,14 @@ describe('two worker versions across an incompatible change', () => {
       await window.executeUpdate(admitUpdate, {
         args: [{ segmentId: 'before', tokens: 100, salience: 0.5 }],
       });
+      // A window nobody updates after the deploy: only `memgate hand-over` moves it.
+      const idleId = contextWindowWorkflowId(`idle-${taskQueue}`);
+      const idle = await env.client.workflow.start(contextWindow, {
+        taskQueue,
+        workflowId: idleId,
+        args: [{ sessionId: `idle-${taskQueue}`, settings: SETTINGS }],
+      });
+      await idle.executeUpdate(admitUpdate, { args: [{ segmentId: 'kept', tokens: 100, salience: 0.5 }] });
       await until('the old forget is under way', async () => v1Calls.includes('forgetTombstone'));
       expect(await buildIdOf(old.workflowId)).toBe('v1');
       expect(await buildIdOf(windowId)).toBe('v1');
@@ -165,6 +174,19 @@ describe('two worker versions across an incompatible change', () => {
         expect(next.runId).not.toBe(window.firstExecutionRunId);
         const view = await env.client.workflow.getHandle(windowId).query(windowQuery);
         expect(view.segments.map((s) => s.id).sort()).toEqual(['after', 'before']);
+
+        // The idle window is still pinned to v1 until it is woken.
+        expect(await buildIdOf(idleId)).toBe('v1');
+        // Woken again while the listing lags behind its start: a woken run with nothing to do sleeps again.
+        await until('the idle window runs on v2', async () => {
+          await handOverRunning(env.client, taskQueue);
+          return (await buildIdOf(idleId)) === 'v2';
+        });
+        expect((await env.client.workflow.getHandle(idleId).describe()).runId).not.toBe(
+          idle.firstExecutionRunId,
+        );
+        const kept = await env.client.workflow.getHandle(idleId).query(windowQuery);
+        expect(kept.segments.map((s) => s.id)).toEqual(['kept']);
       });
     });
   });
