@@ -75,6 +75,8 @@ interface Loaded {
   scrubs: number;
   /** Set while a build afresh from the store is under way to replace it. */
   compacting?: true;
+  /** After a build afresh that was not swapped in: the scrubs at which to try again. */
+  compactAgainAt?: number;
   /** The agent's feed, read from before the load: every change since is applied from it. */
   reader: FeedReader;
   /**
@@ -203,10 +205,10 @@ export class VectorBudget {
   }
 
   /**
-   * Drop the least recently used loaded indexes of every member, but `keep`'s, while the
-   * total is over the budget. Whether `keep` itself fits is its caller's to judge.
+   * Drop the least recently used loaded indexes of every member, but those in `keep`, while
+   * the total is over the budget. Whether `keep` itself fits is its caller's to judge.
    */
-  makeRoom(keep: Loaded | undefined): void {
+  makeRoom(...keep: Loaded[]): void {
     let total = this.held;
     if (total <= this.maxVectors) return;
     const candidates = [...this.members]
@@ -276,8 +278,12 @@ export class VectorIndexes {
    * agent's, or every agent's.
    */
   async sweepErasures(agentId?: string): Promise<void> {
-    for (const l of this.loaded.values()) {
-      if (agentId === undefined || l.agentId === agentId) await this.caughtUp(l);
+    for (const [key, l] of [...this.loaded]) {
+      if (agentId !== undefined && l.agentId !== agentId) continue;
+      await this.caughtUp(l);
+      // Built afresh meanwhile (compact): the index that replaced it takes the erasure too.
+      const now = this.loaded.get(key);
+      if (now && now !== l) await this.caughtUp(now);
     }
     const dir = this.limits.persistDir;
     if (dir === undefined) return;
@@ -317,10 +323,10 @@ export class VectorIndexes {
     return n;
   }
 
-  /** This instance's loaded indexes the budget may drop, but `keep`. */
-  evictable(keep: Loaded | undefined): { loaded: Loaded; drop: () => void }[] {
+  /** This instance's loaded indexes the budget may drop, but those in `keep`. */
+  evictable(keep: readonly Loaded[]): { loaded: Loaded; drop: () => void }[] {
     return [...this.loaded]
-      .filter(([, l]) => l !== keep)
+      .filter(([, l]) => !keep.includes(l))
       .map(([key, l]) => ({ loaded: l, drop: () => this.drop(key, l) }));
   }
 
@@ -578,12 +584,14 @@ export class VectorIndexes {
     };
   }
 
+  /** With `replacing` (a rebuild beside it, compact): kept while this loads, and the load stops once it is gone. */
   private async loadFromStore(
     engineKey: string,
     key: string,
     agentId: string,
     space: EmbeddingSpace,
     progress: { size: number },
+    replacing?: Loaded,
   ): Promise<Loaded & { opened?: true }> {
     await this.engine.request({ op: 'create', key: engineKey, dimensions: space.dimensions });
     // The feed first: a change made while the records are read is read from it after.
@@ -612,8 +620,8 @@ export class VectorIndexes {
       // Room is made as the load grows; a load that other loads in flight leave none for
       // stops, so that loads together never hold more than the budget. The next search
       // loads again.
-      this.budget.makeRoom(l);
-      if (this.budget.held > this.maxVectors) {
+      this.budget.makeRoom(l, ...(replacing ? [replacing] : []));
+      if (this.budget.held > this.maxVectors || replacing?.dropped) {
         l.noRoom = true;
         return l;
       }
@@ -668,13 +676,21 @@ export class VectorIndexes {
   /**
    * Build the agent's index afresh from the store beside the one that serves, and swap it in
    * once caught up: its graph has no scrubs (core/vectorCompaction.ts). Searches go on in the
-   * old one meanwhile, and the build counts against the budget as a load does. A build that
-   * fails, finds no room, or whose index went meanwhile (dropped, refused, closed) is dropped;
-   * the next change tries again.
+   * old one meanwhile; the build counts against the budget as a load does, and the budget
+   * keeps the old one for it. With no room for both, the old one goes instead, what was
+   * persisted of it first: the agent's next recall loads it from the store (lexical
+   * meanwhile, and saying so). A build that fails or finds its index gone (dropped, refused,
+   * closed) is dropped, and is tried again once the scrubs have doubled.
    */
   private compact(l: Loaded): void {
     const key = indexKey(l.agentId, l.space);
     if (l.compacting || l.dropped || this.loaded.get(key) !== l) return;
+    if (l.scrubs < (l.compactAgainAt ?? 0)) return;
+    if (this.budget.held + l.size > this.maxVectors) {
+      if (l.persisted) void this.engine.request({ op: 'unlink', at: l.persisted }).catch(() => undefined);
+      this.drop(key, l);
+      return;
+    }
     l.compacting = true;
     const progress = { size: 0 };
     this.compacting.add(progress);
@@ -682,25 +698,26 @@ export class VectorIndexes {
     const stillWanted = (fresh: Loaded) =>
       !fresh.noRoom && !l.dropped && this.loaded.get(key) === l && !this.tooLarge.has(key);
     void (async () => {
-      const fresh = await this.loadFromStore(engineKey, key, l.agentId, l.space, progress);
+      const fresh = await this.loadFromStore(engineKey, key, l.agentId, l.space, progress, l);
       if (stillWanted(fresh)) await this.caughtUp(fresh);
       if (!stillWanted(fresh)) throw new Error('not swapped in');
       fresh.persisted = l.persisted;
       fresh.lastUsed = l.lastUsed;
       clearTimeout(l.saveTimer);
-      // Applies and searches on the old one stop here (apply, nearest).
+      // Applies and searches on the old one stop here (apply, nearest), and what it persisted
+      // goes: a removal from here on reaches the new one, which has no file yet.
       l.dropped = true;
       progress.size = 0;
       this.loaded.set(key, fresh);
+      if (l.persisted) void this.engine.request({ op: 'unlink', at: l.persisted }).catch(() => undefined);
       void this.engine.request({ op: 'drop', key: l.key }).catch(() => undefined);
-      // An erasure whose sweep caught up the old one since is in the feed: applied before any
-      // save (docs/invariants.md, Erased from derived indexes).
       await this.caughtUp(fresh);
       if (fresh.persisted) await this.save(fresh);
     })()
       .catch(() => {
-        if (this.loaded.get(key)?.key !== engineKey)
-          void this.engine.request({ op: 'drop', key: engineKey }).catch(() => undefined);
+        if (this.loaded.get(key)?.key === engineKey) return;
+        void this.engine.request({ op: 'drop', key: engineKey }).catch(() => undefined);
+        l.compactAgainAt = 2 * l.scrubs;
       })
       .finally(() => {
         l.compacting = undefined;

@@ -378,9 +378,17 @@ function search(h: Held, req: Extract<EngineRequest, { op: 'search' }>): Found {
 
 // Persistence -----------------------------------------------------------------------------
 
+/**
+ * The latest generation this process wrote or opened at each base: a new index of the same
+ * base (a rebuild, a load after a drop) saves past it, so a file name never stands for two
+ * contents while another index of the process may still view the one it had.
+ */
+const lastGeneration = new Map<string, number>();
+
 function save(h: Held, at: PersistedAt, meta: unknown): { bytes: number } {
   mkdirSync(dirname(at.base), { recursive: true });
-  const generation = h.generation + 1;
+  const generation = Math.max(h.generation, lastGeneration.get(at.base) ?? 0) + 1;
+  lastGeneration.set(at.base, generation);
   const file = indexFile(at, generation);
   h.index.save(`${file}.tmp`);
   renameSync(`${file}.tmp`, file);
@@ -469,6 +477,7 @@ function open(key: string, dimensions: number, at: PersistedAt): Opened | null {
   });
   h.sampled = header.sampled;
   h.generation = header.generation;
+  lastGeneration.set(at.base, Math.max(lastGeneration.get(at.base) ?? 0, header.generation));
   h.persisted = at;
   h.viewing = file;
   if (Number(index.size()) !== h.live + h.scrubs.length) {

@@ -176,4 +176,34 @@ describe('a persisted vector index', () => {
     expect(anyFileHolds(l.persistDir!, vector(5))).toBe(false);
     await indexes.close();
   });
+
+  it('with no room in the budget to build it beside, lets the index go with its file, and loads it afresh', async () => {
+    const [a, b] = [env.agent('compact-full-a'), env.agent('compact-full-b')];
+    const l = { ...limits(), maxVectors: 250 };
+    await append(a, 0, 150);
+    await append(b, 1000, 100);
+    const indexes = new VectorIndexes(env.store, l);
+    await nearest(indexes, a, 1);
+    await nearest(indexes, b, 1001);
+    // 80 vectors and 70 scrubs: a build beside them would need 80 more, past the budget of
+    // 250 beside b's 100.
+    const { value, loads } = await fullLoads(async () => {
+      await dropVectors(
+        env.store,
+        a,
+        Array.from({ length: 70 }, (_, i) => id(a, i)),
+        Date.now(),
+      );
+      return nearest(indexes, a, 100);
+    });
+    expect(nearestId(value)).toBe(id(a, 100));
+    // One read of a's vectors, the load after the drop: no build beside it that could not be kept.
+    expect(loads).toBe(1);
+    expect(indexes.size).toBe(180);
+    const [header] = persistedIndexes(l.persistDir!)
+      .map((p) => p.header)
+      .filter((h) => (h.meta as { agentId?: string }).agentId === a);
+    expect(header).toMatchObject({ scrubs: [], labels: 80 });
+    await indexes.close();
+  });
 });
