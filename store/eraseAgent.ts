@@ -150,8 +150,8 @@ export async function eraseAgentRecords(
   agentId: string,
   opts: { at: number; erased: boolean },
 ): Promise<RecordsErased> {
-  // Written first when the memory steps erased something, so a retry after a crash below
-  // (which then finds nothing to remove) still leaves it.
+  // Written before the agent's record goes when there is anything to erase, so a retry after
+  // a crash below (which then finds nothing to remove) still leaves it.
   const record = () =>
     store.ledger.updateOne(
       { _id: `${AGENT_ERASED}:${agentId}:${opts.at}` },
@@ -167,11 +167,12 @@ export async function eraseAgentRecords(
       },
       { upsert: true },
     );
-  if (opts.erased) await record();
-  // The agent's record goes first, its erasure recorded as soon as it has: a night's run of
-  // the agent recorded from then on drops its record itself (store/runs.ts, recordAgentRun).
-  const registered = await store.agents.deleteOne({ _id: agentId });
-  if (!opts.erased && registered.deletedCount > 0) await record();
+  // The agent's record goes first, its erasure recorded before it: a night's run of the agent
+  // recorded from then on finds one or the other and drops its record itself (store/runs.ts,
+  // recordAgentRun), whichever attempt of this step it meets.
+  if (opts.erased || (await store.agents.findOne({ _id: agentId }, { projection: { _id: 1 } })))
+    await record();
+  await store.agents.deleteOne({ _id: agentId });
   const [queries, ledger, termStats, runs] = await Promise.all([
     store.queries.deleteMany({ agentId }),
     store.ledger.deleteMany({ agentId, event: { $ne: AGENT_ERASED } }),

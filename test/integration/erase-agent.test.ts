@@ -405,12 +405,13 @@ describe('erasing a whole agent (docs/erasure.md)', () => {
     it('while the erasure removes its records', async () => {
       const agentId = env.agent('erase-night-during');
       await env.client.write({ agentId, entries: [{ text: OTHERS[0]!, writtenAt: dayAt(0, 9) }] });
+      // After the erasure deleted the agent's runs' records, as it gives its keys their places back.
       const undo = interleaveOnce(
         env.worker.store,
-        'agents',
-        'deleteOne',
+        'keyClaims',
+        'find',
         () => report(agentId),
-        (args) => (args[0] as { _id?: unknown })._id === agentId,
+        (args) => (args[0] as { agentId?: unknown }).agentId === agentId,
       );
       try {
         await env.client.eraseAgent({ agentId });
