@@ -1,11 +1,15 @@
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  type ToolAnnotations,
+} from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import { agentIdSchema, writeEntrySchema, type WriteEntryInput } from '../core/entry';
-import { InvalidInputError, MemgateError } from '../core/errors';
+import { InvalidInputError, MemgateError, NotFoundError } from '../core/errors';
 import { publicError } from './errors';
 import { assertInScope, type KeyScope } from '../core/keys';
-import { eraseAgentInputSchema, forgetInputSchema, restoreInputSchema } from '../core/messages';
+import { eraseAgentInputSchema, forgetInputSchema, parseInput, restoreInputSchema } from '../core/messages';
 import { writeLimitsOf } from '../core/policy';
 import { recallRequestSchema } from '../core/recall';
 import {
@@ -79,10 +83,13 @@ export function buildMcpServer(deps: McpDeps): McpServer {
   const { memgate, windows } = deps;
   const server = new McpServer({ name: MCP_SERVER_NAME, version: API_VERSION });
 
+  /** Each tool's handler by name, which tools/call (below) answers with. */
+  const calls = new Map<string, (input: unknown) => Promise<CallToolResult>>();
   /**
-   * A tool whose call runs once the key covers what it names: the agent (`agentId`) or, for
-   * the window tools, the session (`sessionId`). The call gets the scope it was checked
-   * against (the key's quotas count against it). Any failure comes back as a tool error.
+   * A tool whose call parses its arguments with the tool's schema, then runs once the key
+   * covers what it names: the agent (`agentId`) or, for the window tools, the session
+   * (`sessionId`). The call gets the scope it was checked against (the key's quotas count
+   * against it). Any failure, a refused argument too, comes back as a typed tool error.
    */
   const tool = <S extends z.ZodObject>(
     name: string,
@@ -90,8 +97,9 @@ export function buildMcpServer(deps: McpDeps): McpServer {
     call: (args: z.output<S>, scope: KeyScope) => Promise<unknown>,
   ): void => {
     const what = 'sessionId' in config.inputSchema.shape ? 'session' : 'agent';
-    const handler = async (args: z.output<S>): Promise<CallToolResult> => {
+    const handler = async (input: unknown): Promise<CallToolResult> => {
       try {
+        const args = parseInput(config.inputSchema, input, name);
         const named = args as { agentId?: string; sessionId?: string };
         const scope = await deps.scope();
         assertInScope(scope, what === 'session' ? named.sessionId : named.agentId, what);
@@ -100,6 +108,7 @@ export function buildMcpServer(deps: McpDeps): McpServer {
         return toolError(err, deps.onServerError);
       }
     };
+    calls.set(name, handler);
     server.registerTool(name, config, handler as never);
   };
 
@@ -284,6 +293,15 @@ export function buildMcpServer(deps: McpDeps): McpServer {
       return summary;
     },
   );
+
+  // The SDK's own tools/call checks the arguments against the tool's schema before its handler
+  // and answers a refusal as untyped text; this one hands them to the handler, which parses
+  // them into an InvalidInput like every other refusal. The SDK still lists the schemas.
+  server.server.setRequestHandler(CallToolRequestSchema, ({ params }) => {
+    const call = calls.get(params.name);
+    if (call) return call(params.arguments ?? {});
+    return toolError(new NotFoundError(`no tool ${params.name}: tools/list names them`));
+  });
 
   return server;
 }

@@ -206,10 +206,21 @@ describe.each([
     }
   });
 
-  it('answers a rejected input as a tool error naming the field', async () => {
+  it('answers a rejected input as an InvalidInput tool error naming the field', async () => {
     const bad = await call(client, 'recall', { agentId: agent, query: 'anything', k: 0 });
     expect(bad.isError).toBe(true);
-    expect(bad.text).toMatch(/\bk\b/);
+    expect(bad.text).toMatch(/^InvalidInput: invalid recall: k: /);
+    expect(bad.structured).toMatchObject({
+      error: { type: 'InvalidInput', details: { issues: [expect.objectContaining({ path: 'k' })] } },
+    });
+    // A field the tool does not take, and a call with no arguments, are refused the same way.
+    const unknown = await call(client, 'window_show', { sessionId: agent, extra: 1 });
+    expect(unknown.structured).toMatchObject({ error: { type: 'InvalidInput' } });
+    const none = await call(client, 'forget', {});
+    expect(none.structured).toMatchObject({ error: { type: 'InvalidInput' } });
+    expect(none.text).toMatch(/^InvalidInput: .*agentId/);
+    const nameless = await call(client, 'no_such_tool', {});
+    expect(nameless.structured).toMatchObject({ error: { type: 'NotFound' } });
   });
 
   it('runs a context window, and a refused rehydration is a tool error naming the pins', async () => {
