@@ -94,7 +94,7 @@ export function buildMcpServer(deps: McpDeps): McpServer {
   const tool = <S extends z.ZodObject>(
     name: string,
     config: { title: string; description: string; inputSchema: S; annotations?: ToolAnnotations },
-    call: (args: z.output<S>, scope: KeyScope) => Promise<unknown>,
+    call: (args: z.output<S>, scope: KeyScope, input: Record<string, unknown>) => Promise<unknown>,
   ): void => {
     const what = 'sessionId' in config.inputSchema.shape ? 'session' : 'agent';
     const handler = async (input: unknown): Promise<CallToolResult> => {
@@ -103,7 +103,7 @@ export function buildMcpServer(deps: McpDeps): McpServer {
         const named = args as { agentId?: string; sessionId?: string };
         const scope = await deps.scope();
         assertInScope(scope, what === 'session' ? named.sessionId : named.agentId, what);
-        return ok(await call(args, scope));
+        return ok(await call(args, scope, input as Record<string, unknown>));
       } catch (err) {
         return toolError(err, deps.onServerError);
       }
@@ -122,19 +122,25 @@ export function buildMcpServer(deps: McpDeps): McpServer {
     {
       title: 'Remember',
       description:
-        "Durably store memories for an agent. Give either `text` (one memory, with its optional kind, salience, source and so on) or `entries` (several). Answers once they are stored, with each entry's id and status (`created`, or `existing` for a repeated idempotencyKey).",
+        "Durably store memories for an agent. Give either `text` (one memory, with its optional kind, salience, source and so on) or `entries` (several, each with its own fields; none of them beside `entries`). Answers once they are stored, with each entry's id and status (`created`, or `existing` for a repeated idempotencyKey).",
       inputSchema: z.strictObject({
         agentId: agentIdSchema.describe('the agent whose memory this is'),
         ...single,
         entries: z.array(entry).optional().describe('several memories at once, instead of `text`'),
       }),
     },
-    async (args, scope) => {
+    async (args, scope, input) => {
       const { agentId, entries, ...one } = args;
-      if (entries !== undefined && one.text !== undefined) {
-        throw new InvalidInputError('invalid remember', [
-          { path: 'text', message: 'give either text or entries, not both' },
-        ]);
+      // Parsed, the fields of one entry hold their defaults: what was given is in the input.
+      const beside = entries === undefined ? [] : Object.keys(single).filter((k) => Object.hasOwn(input, k));
+      if (beside.length > 0) {
+        throw new InvalidInputError(
+          'invalid remember',
+          beside.map((path) => ({
+            path,
+            message: 'give either one entry (text and its fields) or entries, not both',
+          })),
+        );
       }
       const list = entries ?? (one.text !== undefined ? [one as WriteEntryInput] : []);
       await memgate.claimForKey(scope, 'agent', agentId);

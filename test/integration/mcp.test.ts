@@ -206,6 +206,21 @@ describe.each([
     }
   });
 
+  it('refuses a field of one entry given beside `entries`, and writes nothing', async () => {
+    const agentId = `${agent}-beside-${tag}`;
+    for (const beside of [{ kind: 'fact', salience: 0.9 }, { text: 'one' }, { source: { origin: 'user' } }]) {
+      const refused = await call(client, 'remember', { agentId, entries: [{ text: 'hi' }], ...beside });
+      expect(refused.isError, JSON.stringify(beside)).toBe(true);
+      expect(refused.structured).toMatchObject({
+        error: {
+          type: 'InvalidInput',
+          details: { issues: Object.keys(beside).map((path) => expect.objectContaining({ path })) },
+        },
+      });
+    }
+    expect(await env.store.hot.countDocuments({ agentId })).toBe(0);
+  });
+
   it('answers a rejected input as an InvalidInput tool error naming the field', async () => {
     const bad = await call(client, 'recall', { agentId: agent, query: 'anything', k: 0 });
     expect(bad.isError).toBe(true);
