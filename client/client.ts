@@ -182,11 +182,14 @@ export class MemgateClient {
 
   /**
    * Durable soft write of one or more entries; resolves once they are in MongoDB. Invalid
-   * input is rejected here, entry by entry, before anything is sent.
+   * input is rejected here, entry by entry, before anything is sent. With `forKey`, the write
+   * of a key (HTTP, MCP), the agent counts toward the key's quota (claimForKey).
    */
-  async write(request: WriteRequestInput): Promise<WriteResult> {
+  async write(request: WriteRequestInput, forKey?: KeyScope): Promise<WriteResult> {
     const now = Date.now();
     const { agentId, entries } = parseWriteRequest(request, this.limits, now);
+    // Claimed once the write is known valid: a refused one would hold a place it never used.
+    if (forKey) await this.claimForKey(forKey, 'agent', agentId);
     // Fixed before sending, so a resent write derives the same ids.
     for (const e of entries) e.writtenAt ??= now;
     return { entries: await this.coalescer.write(agentId, entries) };

@@ -143,8 +143,7 @@ export function buildMcpServer(deps: McpDeps): McpServer {
         );
       }
       const list = entries ?? (one.text !== undefined ? [one as WriteEntryInput] : []);
-      await memgate.claimForKey(scope, 'agent', agentId);
-      return memgate.write({ agentId, entries: list });
+      return memgate.write({ agentId, entries: list }, scope);
     },
   );
 

@@ -276,8 +276,10 @@ export function buildRoutes(deps: ServerDeps): Route[] {
       errors: WRITE_ERRORS,
       handle: async ({ params, body, raw, keyScope }) => {
         const agentId = sameAgent(params.agentId, body);
-        if (keyScope) await memgate.claimForKey(keyScope, 'agent', agentId);
-        return memgate.write({ ...rawObject(raw), agentId } as Parameters<MemgateClient['write']>[0]);
+        return memgate.write(
+          { ...rawObject(raw), agentId } as Parameters<MemgateClient['write']>[0],
+          keyScope,
+        );
       },
     }),
     route({

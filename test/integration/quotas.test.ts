@@ -1,8 +1,11 @@
+import { Client as McpClient } from '@modelcontextprotocol/sdk/client/index.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverDeps } from '../../cli/commands/serve';
 import { requireKey } from '../../server/auth';
 import { buildHttpServer } from '../../server/http';
+import { buildMcpServer } from '../../server/mcp';
 import { createKey } from '../../store/keys';
 import { startTestEnv, type TestEnv } from '../support/env';
 
@@ -64,6 +67,40 @@ describe('quotas per key', () => {
     await env.client.eraseAgent({ agentId: b });
     expect((await write(key, c, 'now there is room')).status).toBe(200);
     expect((await write(key, b, 'b again is one too many')).status).toBe(403);
+  });
+
+  it('counts no agent for a write refused as invalid, over HTTP', async () => {
+    const own = (await createKey(env.store, '*', Date.now())).key;
+    // Each passes the body's schema and is refused by the write's own checks.
+    for (const n of [1, 2, 3]) {
+      const refused = await call(own, 'POST', `/v1/agents/${env.agent(`q-invalid-${n}`)}/memories`, {
+        entries: [{ text: 'dated far ahead of now', writtenAt: 8.64e15 }],
+      });
+      expect(refused.status).toBe(400);
+      expect(refused.body.error).toMatchObject({ type: 'InvalidInput' });
+    }
+    expect((await write(own, env.agent('q-valid-after-invalid'), 'a valid one')).status).toBe(200);
+  });
+
+  it('counts no agent for a write refused as invalid, over MCP', async () => {
+    const scope = await env.client.authenticate((await createKey(env.store, '*', Date.now())).key);
+    const server = buildMcpServer({ ...serverDeps(env.client, env.config), scope: async () => scope });
+    const [clientSide, serverSide] = InMemoryTransport.createLinkedPair();
+    await server.connect(serverSide);
+    const mcp = new McpClient({ name: 'memgate-test', version: '1.0.0' });
+    await mcp.connect(clientSide);
+    try {
+      const remember = (args: Record<string, unknown>) => mcp.callTool({ name: 'remember', arguments: args });
+      for (const n of [1, 2, 3]) {
+        const refused = await remember({ agentId: env.agent(`q-mcp-invalid-${n}`) });
+        expect(refused.structuredContent).toMatchObject({ error: { type: 'InvalidInput' } });
+      }
+      const valid = await remember({ agentId: env.agent('q-mcp-valid'), text: 'a valid one' });
+      expect(valid.isError).toBeFalsy();
+    } finally {
+      await mcp.close();
+      await server.close();
+    }
   });
 
   it('refuses a window more than the key may hold open, until one closes', async () => {
