@@ -1,7 +1,7 @@
 import { METADATA_ENCODING_KEY, type Payload } from '@temporalio/common';
 import { parseWriteRequest, type WriteLimits, type WriteRequest } from '../core/entry';
 import { InvalidInputError, MemgateError } from '../core/errors';
-import { isSealedWrite, type WriteUpdate } from '../core/sealed';
+import { isSealedWrite } from '../core/sealed';
 import { contentKeys } from '../store/contentKeys';
 import type { Store } from '../store/db';
 import type { ContentCodec } from './payloadCodec';
@@ -129,13 +129,8 @@ export async function decodeForWire(
 async function openWrites(store: Store, value: unknown): Promise<unknown> {
   if (Array.isArray(value)) return Promise.all(value.map((v) => openWrites(store, v)));
   if (value === null || typeof value !== 'object') return value;
-  const maybe = value as Partial<WriteUpdate>;
-  if (
-    typeof maybe.agentId === 'string' &&
-    Array.isArray(maybe.entries) &&
-    isSealedWrite(maybe as WriteUpdate)
-  ) {
-    const write = maybe as Extract<WriteUpdate, { entries: { sealed: string }[] }>;
+  if (isSealedWrite(value)) {
+    const write = value;
     const keys = await contentKeys(
       store,
       write.agentId,

@@ -75,8 +75,21 @@ export interface SealedWrite {
 /** What the agent's workflow takes as a write: sealed, or in clear as before sealing existed. */
 export type WriteUpdate = WriteRequest | SealedWrite;
 
-export function isSealedWrite(w: WriteUpdate): w is SealedWrite {
-  return w.entries.length > 0 && 'sealed' in w.entries[0]!;
+/**
+ * Whether `w` has a sealed write's shape: every entry an id and a sealed string. Total, since
+ * the codec endpoint asks it of any JSON a caller sends; its bounds are parseWriteUpdate's.
+ */
+export function isSealedWrite(w: unknown): w is SealedWrite {
+  const v = w as { agentId?: unknown; entries?: unknown } | null;
+  return (
+    typeof v?.agentId === 'string' &&
+    Array.isArray(v.entries) &&
+    v.entries.length > 0 &&
+    v.entries.every((e) => {
+      const entry = e as { id?: unknown; sealed?: unknown } | null;
+      return typeof entry?.id === 'string' && typeof entry.sealed === 'string';
+    })
+  );
 }
 
 // The agent's workflow parses every write twice (its validator and its handler).

@@ -158,6 +158,30 @@ describe("an erased entry in the agent workflow's Temporal history", () => {
       for (const atom of [ERASED, ...ATOMS]) expect(shown).not.toContain(atom);
       expect(shown).toContain(`{"id":"${ids[1]}","erased":true}`);
     });
+
+    it('passes a write whose entries are not all sealed entries through unopened, as it came', async () => {
+      const key = (await createKey(env.store, '*', Date.now())).key;
+      const values = [
+        { agentId: 'a', entries: [null] },
+        { agentId: 'a', entries: ['x'] },
+        { agentId: 'a', entries: [{ id: 'e1', sealed: 'AAAA' }, null] },
+        { agentId: 'a', entries: [{ id: 'e1', sealed: 7 }] },
+      ];
+      const payloads = values.map((v) => ({
+        metadata: { [METADATA_ENCODING_KEY]: Buffer.from('json/plain').toString('base64') },
+        data: Buffer.from(JSON.stringify(v)).toString('base64'),
+      }));
+      const res = await fetch(`${server.url}/codec/decode`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+        body: JSON.stringify({ payloads }),
+      });
+      expect(res.status).toBe(200);
+      const shown = ((await res.json()) as { payloads: { data: string }[] }).payloads.map(
+        (p) => JSON.parse(Buffer.from(p.data, 'base64').toString('utf8')) as unknown,
+      );
+      expect(shown).toEqual(values);
+    });
   });
 });
 

@@ -11,7 +11,7 @@ import {
   type WriteRequestInput,
 } from '../../core/entry';
 import { InvalidInputError } from '../../core/errors';
-import { MAX_SEALED_ENTRY_CHARS, parseWriteUpdate, type SealedWrite } from '../../core/sealed';
+import { isSealedWrite, MAX_SEALED_ENTRY_CHARS, parseWriteUpdate, type SealedWrite } from '../../core/sealed';
 import { entryId } from '../../core/ids';
 import { WriteCoalescer } from '../../core/writeCoalescer';
 import { writtenEntryId } from '../../store/entries';
@@ -72,6 +72,34 @@ describe('a sealed write as the workflow and the persisting activity take it', (
       { agentId, entries: [{ id, sealed: 'AAAA', text: 'in clear too' }] },
     ]) {
       expect(() => parseWriteUpdate(bad, LIMITS, NOW)).toThrow(InvalidInputError);
+    }
+  });
+
+  it('is told from any JSON value without throwing: sealed only when every entry is one (fast-check)', () => {
+    const sealedEntry = fc.record({ id: fc.string(), sealed: fc.string() });
+    fc.assert(
+      fc.property(
+        fc.oneof(
+          fc.jsonValue(),
+          fc.record({ agentId: fc.string(), entries: fc.array(fc.oneof(sealedEntry, fc.jsonValue())) }),
+        ),
+        (value) => {
+          const entries = (value as { entries?: unknown } | null)?.entries;
+          const expected =
+            typeof (value as { agentId?: unknown } | null)?.agentId === 'string' &&
+            Array.isArray(entries) &&
+            entries.length > 0 &&
+            entries.every(
+              (e) =>
+                typeof (e as { id?: unknown } | null)?.id === 'string' &&
+                typeof (e as { sealed?: unknown } | null)?.sealed === 'string',
+            );
+          expect(isSealedWrite(value)).toBe(expected);
+        },
+      ),
+    );
+    for (const entries of [[null], ['x'], [{ id, sealed: 'AAAA' }, null], [{ id, sealed: 7 }]]) {
+      expect(isSealedWrite({ agentId, entries })).toBe(false);
     }
   });
 
