@@ -132,6 +132,15 @@ export const agentIdSchema = z
     'an identifier of 1-128 of A-Z a-z 0-9 . _ : - (no $, no spaces)',
   );
 
+/**
+ * A string with no lone UTF-16 surrogate. It has no UTF-8 form, so the store (and any payload)
+ * would keep U+FFFD in its place: what was kept would not be what was sent, nor what an id
+ * was derived from.
+ */
+export const wellFormedString = z
+  .string()
+  .refine((s) => s.isWellFormed(), 'must be well-formed Unicode (no lone surrogate)');
+
 /** The latest instant a Date can hold, in epoch milliseconds. */
 export const MAX_EPOCH_MS = 8.64e15;
 
@@ -146,19 +155,18 @@ export interface WriteLimits {
 export function writeEntrySchema(limits: WriteLimits) {
   return z
     .strictObject({
-      text: z
-        .string()
+      text: wellFormedString
         .max(limits.maxTextChars, `at most ${limits.maxTextChars} characters`)
         .refine((t) => t.trim().length > 0, 'must not be empty'),
       kind: z.enum(['episode', 'fact', 'constraint']).default('episode'),
       salience: z.number().gt(0, 'must be in (0, 1]').max(1, 'must be in (0, 1]').default(0.5),
-      idempotencyKey: z.string().min(1).max(256).optional(),
+      idempotencyKey: wellFormedString.min(1).max(256).optional(),
       source: z
         .strictObject({
           origin: z.enum(['user', 'agent', 'tool']),
-          sessionId: z.string().min(1).max(256).optional(),
+          sessionId: wellFormedString.min(1).max(256).optional(),
           turn: z.number().int().min(0).optional(),
-          ref: z.string().min(1).max(1024).optional(),
+          ref: wellFormedString.min(1).max(1024).optional(),
         })
         .default({ origin: 'agent' }),
       writtenAt: epochMs.optional(),
@@ -166,8 +174,8 @@ export function writeEntrySchema(limits: WriteLimits) {
       verified: z.boolean().default(false),
       volatile: z.boolean().default(false),
       freshUntil: epochMs.optional(),
-      subject: z.string().min(1).max(256).optional(),
-      attribute: z.string().min(1).max(256).optional(),
+      subject: wellFormedString.min(1).max(256).optional(),
+      attribute: wellFormedString.min(1).max(256).optional(),
     })
     .refine((e) => e.freshUntil === undefined || e.volatile, {
       error: 'freshUntil is only meaningful for a volatile fact',

@@ -1,6 +1,14 @@
 import { z } from 'zod';
 import { assertNotAhead } from './clock';
-import { agentIdSchema, epochMs, isExpired, zodIssues, type Entry, type Tier } from './entry';
+import {
+  agentIdSchema,
+  epochMs,
+  isExpired,
+  wellFormedString,
+  zodIssues,
+  type Entry,
+  type Tier,
+} from './entry';
 import { InvalidInputError } from './errors';
 import { DAY_MS, dayOf, salienceAt, type Salience } from './salience';
 import { terms } from './text';
@@ -9,8 +17,7 @@ import { fuseScores, nearestFoundByMeaning, placeNearest, type Background, type 
 
 export const recallRequestSchema = z.strictObject({
   agentId: agentIdSchema,
-  query: z
-    .string()
+  query: wellFormedString
     .max(4000, 'at most 4000 characters')
     .refine((q) => terms(q).length > 0, 'must contain at least one searchable word'),
   k: z.number().int().min(1).max(200).default(10),

@@ -222,6 +222,23 @@ describe('the same inputs through MemgateClient and the CLI', () => {
     await untouched(agentId, ids);
   });
 
+  it('MemgateClient refuses a lone surrogate in a write and in a recall, naming the field, and keeps nothing', async () => {
+    const { agentId, ids } = await agentWithMemories('client-lone-surrogate');
+    const refused = async (call: Promise<unknown>) => {
+      const err = await call.then(
+        () => expect.unreachable('a lone surrogate was taken'),
+        (e: unknown) => e,
+      );
+      expect(err).toBeInstanceOf(InvalidInputError);
+      return (err as InvalidInputError).issues.map((i) => i.path);
+    };
+    expect(
+      await refused(env.client.write({ agentId, entries: [{ text: 'The alpha\ud800 dock.' }] })),
+    ).toEqual(['entries.0.text']);
+    expect(await refused(env.client.recall({ agentId, query: 'alpha \udfff warehouse' }))).toEqual(['query']);
+    await untouched(agentId, ids);
+  });
+
   it('the CLI exits 2 naming the field, and changes nothing', async () => {
     const { agentId, ids } = await agentWithMemories('cli-hostile');
     const night = await runMemgate(env, [

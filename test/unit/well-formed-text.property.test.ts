@@ -1,0 +1,86 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { parseWriteRequest } from '../../core/entry';
+import { InvalidInputError } from '../../core/errors';
+import { parseRecallRequest } from '../../core/recall';
+
+/**
+ * A lone UTF-16 surrogate has no UTF-8 form: the store keeps U+FFFD in its place, so what it
+ * held would not be what was written, nor what the entry's id was derived from. Every string a
+ * write or a recall carries is refused with one, typed, naming its field.
+ */
+const LIMITS = { maxTextChars: 16_000, maxEntriesPerWrite: 100 };
+const NOW = Date.UTC(2026, 0, 1);
+
+const loneSurrogate = fc.oneof(
+  fc.integer({ min: 0xd800, max: 0xdbff }).map((c) => String.fromCharCode(c)),
+  fc.integer({ min: 0xdc00, max: 0xdfff }).map((c) => String.fromCharCode(c)),
+);
+/** Word characters around it, so that every other check of the field passes. */
+const word = fc.stringMatching(/^[a-z]{1,8}$/);
+const withLone = fc.tuple(word, loneSurrogate, word).map(([a, s, b]) => `${a}${s}${b}`);
+
+/** A write of every string field, `field` given `value`. */
+function writeWith(field: string, value: string): unknown {
+  const entry: Record<string, unknown> = {
+    text: 'The notice period is 30 days.',
+    kind: 'fact',
+    idempotencyKey: 'k1',
+    source: { origin: 'user', sessionId: 's1', ref: 'r1' },
+    subject: 'contract',
+    attribute: 'notice',
+  };
+  if (field.startsWith('source.')) entry.source = { ...(entry.source as object), [field.slice(7)]: value };
+  else entry[field] = value;
+  return { agentId: 'a1', entries: [entry] };
+}
+
+const FIELDS = ['text', 'idempotencyKey', 'source.sessionId', 'source.ref', 'subject', 'attribute'];
+
+function refusal(parse: () => unknown): InvalidInputError {
+  try {
+    parse();
+  } catch (err) {
+    expect(err).toBeInstanceOf(InvalidInputError);
+    return err as InvalidInputError;
+  }
+  return expect.unreachable('accepted');
+}
+
+describe('a string with a lone surrogate', () => {
+  it('is refused in every string field of a write, naming the field (fast-check)', () => {
+    fc.assert(
+      fc.property(fc.constantFrom(...FIELDS), withLone, (field, value) => {
+        const err = refusal(() => parseWriteRequest(writeWith(field, value), LIMITS, NOW));
+        expect(err.issues.map((i) => i.path)).toEqual([`entries.0.${field}`]);
+      }),
+    );
+  });
+
+  it('is refused as a recall query, naming it (fast-check)', () => {
+    fc.assert(
+      fc.property(withLone, (query) => {
+        const err = refusal(() => parseRecallRequest({ agentId: 'a1', query }, NOW));
+        expect(err.issues.map((i) => i.path)).toEqual(['query']);
+      }),
+    );
+  });
+
+  it('is told from a well-formed one: surrogate pairs and any other text are taken (fast-check)', () => {
+    fc.assert(
+      fc.property(
+        fc.constantFrom(...FIELDS),
+        fc.tuple(word, fc.string({ unit: 'grapheme', minLength: 0, maxLength: 8 })),
+        (field, [a, rest]) => {
+          const value = `notice ${a}\u{1F600}${rest}`;
+          const [entry] = parseWriteRequest(writeWith(field, value), LIMITS, NOW).entries;
+          const got = field.startsWith('source.')
+            ? (entry!.source as Record<string, unknown>)[field.slice(7)]
+            : (entry as Record<string, unknown>)[field];
+          expect(got).toBe(value);
+          expect(parseRecallRequest({ agentId: 'a1', query: value }, NOW).query).toBe(value);
+        },
+      ),
+    );
+  });
+});
