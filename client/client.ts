@@ -63,6 +63,7 @@ import {
   forgetInputSchema,
   parseInput,
   restoreInputSchema,
+  restoreStepSchema,
   verifyRequestSchema,
   type ConsolidationReport,
   type EraseAgentResult,
@@ -365,6 +366,8 @@ export class MemgateClient {
   /** Reverse a supersession, or renew an expired volatile fact until `freshUntil`. */
   async restore(input: { agentId: string; entryId: string; freshUntil?: number }): Promise<RestoreResult> {
     const request = parseInput(restoreInputSchema, input, 'restore');
+    // Refused before sending, at this clock; the activity checks again at the workflow's.
+    parseInput(restoreStepSchema, { ...request, at: Date.now() }, 'restore');
     return typed(() =>
       this.temporal.workflow.execute(restore, {
         workflowId: restoreWorkflowId(request.agentId, request.entryId),

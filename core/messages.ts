@@ -61,7 +61,16 @@ export type ForgetInput = z.output<typeof forgetInputSchema>;
 
 /** A step of erasure or restore, with the instant the workflow fixed for it. */
 export const forgetStepSchema = forgetInputSchema.extend({ at: epochMs });
-export const restoreStepSchema = restoreInputSchema.extend({ at: epochMs });
+/**
+ * A freshUntil not after the restore's time would clear the expiry of a fact still expired.
+ * Checked where that time is known: the activity at the workflow's, the client at its own.
+ */
+export const restoreStepSchema = restoreInputSchema
+  .extend({ at: epochMs })
+  .refine((r) => r.freshUntil === undefined || r.freshUntil > r.at, {
+    error: 'must be after the time of the restore',
+    path: ['freshUntil'],
+  });
 /** Rebuilding the summaries an erased entry fed, under the policy the erasure read. */
 export const forgetDerivedSchema = forgetStepSchema.extend({ policy: policySchema });
 

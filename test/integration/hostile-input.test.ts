@@ -1,5 +1,6 @@
 import { WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { describe, expect, it } from 'vitest';
+import { toMemgateError } from '../../client/errors';
 import { sealWrite } from '../../codec/sealedEntry';
 import { writeEntrySchema, type Entry } from '../../core/entry';
 import { InvalidInputError } from '../../core/errors';
@@ -72,6 +73,24 @@ describe('workflow inputs through the raw Temporal client', () => {
       args: [{ agentId, entryId: { $gt: '' }, freshUntil: 'tomorrow' }],
     });
     await rejectedAsInvalid(result, 'entryId');
+    await untouched(agentId, ids);
+  });
+
+  it('restore renewing a fact until a time already past is refused by its activity, typed, and changes nothing', async () => {
+    const { agentId, ids } = await agentWithMemories('raw-restore-past');
+    const err = await env.client.temporal.workflow
+      .execute('restore', {
+        taskQueue: env.config.taskQueue,
+        workflowId: `hostile-restore-past-${agentId}`,
+        args: [{ agentId, entryId: ids[0], freshUntil: 0 }],
+      })
+      .then(
+        () => expect.unreachable('the restore took a past freshUntil'),
+        (e: unknown) => e,
+      );
+    const typed = toMemgateError(err);
+    expect(typed).toBeInstanceOf(InvalidInputError);
+    expect((typed as InvalidInputError).issues.map((i) => i.path)).toEqual(['freshUntil']);
     await untouched(agentId, ids);
   });
 

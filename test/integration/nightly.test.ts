@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import type { WriteEntryInput } from '../../core/entry';
-import { NotFoundError } from '../../core/errors';
+import { InvalidInputError, NotFoundError } from '../../core/errors';
 import { DAY_MS, HOUR_MS, salienceAt } from '../../core/salience';
 import { consolidateAgentWorkflowId } from '../../core/ids';
 import { failOnce } from '../support/faults';
@@ -463,10 +463,20 @@ describe('consolidation, eviction, supersession and restore on one agent', () =>
       expired: true,
     });
 
-    await env.client.restore({ agentId, entryId: quota!, freshUntil: dayAt(30, 0) });
+    // Renewed until a time already past, it would read as current though still expired.
+    await expect(env.client.restore({ agentId, entryId: quota!, freshUntil: 0 })).rejects.toBeInstanceOf(
+      InvalidInputError,
+    );
+    expect(await env.store.hot.findOne({ _id: quota! })).toMatchObject({
+      expiredAt: night(3),
+      validity: { volatile: true, freshUntil: dayAt(2, 0) },
+    });
+    // After the restore's own time, which is the clock's, not the simulated days'.
+    const freshUntil = Date.now() + 30 * DAY_MS;
+    await env.client.restore({ agentId, entryId: quota!, freshUntil });
     const renewed = (await env.store.hot.findOne({ _id: quota! }))!;
     expect(renewed.expiredAt).toBeUndefined();
-    expect(renewed.validity.freshUntil).toBe(dayAt(30, 0));
+    expect(renewed.validity.freshUntil).toBe(freshUntil);
     expect((await env.client.recall(query)).hits.map((h) => h.id)).toEqual([quota]);
   }, 300_000);
 });
