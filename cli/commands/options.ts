@@ -46,11 +46,42 @@ function commandPath(command: Command): string {
 
 // Shared pieces for what arrives as a string.
 
-/** An ISO date-time (anything Date.parse reads) as epoch milliseconds. */
-export const isoDateTime = z
-  .string()
-  .refine((s) => !Number.isNaN(Date.parse(s)), 'must be an ISO date-time, e.g. 2025-06-01T03:00:00Z')
-  .transform((s) => Date.parse(s));
+/**
+ * An ISO 8601 date-time with its zone (`Z` or `±HH:MM`; seconds and their fraction optional),
+ * or a plain date, read as midnight UTC as ECMAScript reads one. Date.parse alone reads far
+ * more: `7` as a date of 2001, a time without a zone in the machine's own, and 30 February
+ * as 2 March. Years as `toISOString` writes them, six digits and a sign past 9999.
+ */
+const ISO_DATE_TIME =
+  /^([+-]\d{6}|\d{4})-(\d{2})-(\d{2})(?:T(\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(?:Z|[+-](\d{2}):(\d{2})))?$/;
+
+/** Epoch milliseconds of an ISO date(-time) as above, or undefined for anything else. */
+export function isoInstant(s: string): number | undefined {
+  const m = ISO_DATE_TIME.exec(s);
+  if (!m) return undefined;
+  const [year, month, day, hour, minute, second, zoneHour, zoneMinute] = m
+    .slice(1)
+    .map((part) => (part === undefined ? 0 : Number(part)));
+  const leap = year! % 4 === 0 && (year! % 100 !== 0 || year! % 400 === 0);
+  const days = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month! - 1];
+  if (days === undefined || day! < 1 || day! > days) return undefined;
+  if (hour! > 23 || minute! > 59 || second! > 59 || zoneHour! > 23 || zoneMinute! > 59) return undefined;
+  const ms = Date.parse(s);
+  return Number.isNaN(ms) ? undefined : ms;
+}
+
+/** An ISO date-time (or a plain date) as epoch milliseconds; see isoInstant. */
+export const isoDateTime = z.string().transform((s, ctx): number => {
+  const ms = isoInstant(s);
+  if (ms === undefined) {
+    ctx.addIssue({
+      code: 'custom',
+      message: 'must be an ISO date-time with its zone, e.g. 2025-06-01T03:00:00Z, or a date (midnight UTC)',
+    });
+    return z.NEVER;
+  }
+  return ms;
+});
 
 /** A finite number; ranges are the client's to check. */
 export const numeric = z

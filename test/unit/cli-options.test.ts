@@ -74,6 +74,36 @@ describe('the shared pieces', () => {
     expect(isoDateTime.safeParse('').success).toBe(false);
   });
 
+  it('takes a plain date as midnight UTC, and refuses what Date.parse reads that is not a whole ISO date(-time) with its zone', () => {
+    expect(isoDateTime.parse('2025-06-01')).toBe(Date.UTC(2025, 5, 1));
+    expect(isoDateTime.parse('2024-02-29T23:59:59.999Z')).toBe(Date.UTC(2024, 1, 29, 23, 59, 59, 999));
+    expect(isoDateTime.parse('2025-06-01T03:00Z')).toBe(Date.UTC(2025, 5, 1, 3));
+    for (const bad of [
+      '7',
+      '2025',
+      '2025-06',
+      '2025-6-1',
+      'June 1, 2025',
+      'Sun, 01 Jun 2025 03:00:00 GMT',
+      // No zone: local time, which differs from one machine to the next.
+      '2025-06-01T03:00:00',
+      '2025-06-01 03:00:00Z',
+      // Dates no calendar has, which Date.parse would roll into the next month.
+      '2025-02-29',
+      '2025-02-30T00:00:00Z',
+      '2025-04-31',
+      '2025-13-01',
+      '2025-00-10',
+      '2025-06-00',
+      '2025-06-01T24:00:00Z',
+      '2025-06-01T03:60:00Z',
+      '2025-06-01T03:00:00+24:00',
+      ' 2025-06-01T03:00:00Z',
+    ]) {
+      expect(isoDateTime.safeParse(bad).success, bad).toBe(false);
+    }
+  });
+
   it('gives back the instant any ISO date-time was written from', () => {
     fc.assert(
       fc.property(fc.date({ noInvalidDate: true }), (date) => {
