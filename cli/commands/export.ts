@@ -8,7 +8,7 @@ import { InvalidInputError } from '../../core/errors';
 import { MAX_EXPORT_LINE_BYTES, refusedLine } from '../../core/exportFormat';
 import { agentHoldsIds, exportChunks, importExport } from '../../store/portable';
 import { printJson, withClient } from './context';
-import { parseOptions, switchFlag } from './options';
+import { parseOptions, switchFlag, unreadableFile } from './options';
 
 export const exportOptions = z.object({ agent: agentIdSchema, out: z.string().min(1).optional() });
 
@@ -23,9 +23,7 @@ async function opened(path: string, flags: 'r' | 'w', flag: string, command: str
   try {
     return await open(path, flags);
   } catch (err) {
-    throw new InvalidInputError(`invalid arguments to memgate ${command}`, [
-      { path: flag, message: `cannot open ${path} (${(err as NodeJS.ErrnoException).code ?? 'failed'})` },
-    ]);
+    throw unreadableFile(command, flag, path, err);
   }
 }
 

@@ -4,7 +4,19 @@ import { z } from 'zod';
 import type { WriteEntryInput } from '../../core/entry';
 import { MAX_RECALL_INDEX_WAIT_MS } from '../../core/config';
 import { printJson, withClient } from './context';
-import { isoDateTime, jsonText, numeric, parseOptions, switchFlag } from './options';
+import { isoDateTime, jsonText, numeric, parseOptions, switchFlag, unreadableFile } from './options';
+
+/** What describes the one entry of a write without --json. */
+const ENTRY_INPUTS = [
+  'text',
+  'kind',
+  'salience',
+  'key',
+  'volatile',
+  'freshUntil',
+  'subject',
+  'attribute',
+] as const;
 
 export const writeOptions = z
   .object({
@@ -19,10 +31,31 @@ export const writeOptions = z
     subject: z.string().optional(),
     attribute: z.string().optional(),
   })
-  .refine((o) => o.json !== undefined || o.text !== undefined, {
-    path: ['text'],
-    error: 'give the entry text, or --json <file>',
+  .superRefine((o, ctx) => {
+    if (o.json === undefined) {
+      if (o.text === undefined)
+        ctx.addIssue({ code: 'custom', path: ['text'], message: 'give the entry text, or --json <file>' });
+      return;
+    }
+    // The file holds every entry whole: an entry's text or flag beside it would be dropped.
+    for (const key of ENTRY_INPUTS) {
+      if (o[key] !== undefined && o[key] !== false)
+        ctx.addIssue({
+          code: 'custom',
+          path: [key],
+          message: 'the --json file holds the entries: give this in them, not beside --json',
+        });
+    }
   });
+
+/** A --json file's text ("-" for standard input), or InvalidInput naming the flag. */
+function entriesFileText(path: string): string {
+  try {
+    return readFileSync(path === '-' ? 0 : path, 'utf8');
+  } catch (err) {
+    throw unreadableFile('write', '--json', path, err);
+  }
+}
 
 /** What a `--json` file holds: the entries, which the client validates one by one. */
 export const entriesFileOptions = z.object({
@@ -82,7 +115,10 @@ export function registerMemoryCommands(program: Command): void {
     .description('durably write one entry (or a JSON list of entries with --json)')
     .requiredOption('-a, --agent <agentId>', 'agent id')
     .argument('[text]', 'entry text')
-    .option('--json <file>', 'a JSON file holding an array of entries ("-" for stdin)')
+    .option(
+      '--json <file>',
+      'a JSON file holding an array of entries ("-" for stdin), in place of the text and entry flags',
+    )
     .option('--kind <kind>', 'episode | fact | constraint')
     .option('--salience <s>', 'initial salience in (0, 1]')
     .option('--key <idempotencyKey>', 'idempotency key')
@@ -95,11 +131,7 @@ export function registerMemoryCommands(program: Command): void {
       const entries =
         o.json === undefined
           ? [entryOf(o)]
-          : parseOptions(
-              entriesFileOptions,
-              { json: readFileSync(o.json === '-' ? 0 : o.json, 'utf8') },
-              command,
-            ).json;
+          : parseOptions(entriesFileOptions, { json: entriesFileText(o.json) }, command).json;
       // The client validates each entry and names the offending field.
       printJson(
         await withClient((c) => c.write({ agentId: o.agent, entries: entries as WriteEntryInput[] })),

@@ -44,6 +44,13 @@ function commandPath(command: Command): string {
   return names.join(' ');
 }
 
+/** A file the user named that cannot be opened or read: InvalidInput naming its flag. */
+export function unreadableFile(command: string, flag: string, path: string, err: unknown): InvalidInputError {
+  return new InvalidInputError(`invalid arguments to memgate ${command}`, [
+    { path: flag, message: `cannot open ${path} (${(err as NodeJS.ErrnoException).code ?? 'failed'})` },
+  ]);
+}
+
 // Shared pieces for what arrives as a string.
 
 /**

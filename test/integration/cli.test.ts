@@ -61,6 +61,10 @@ describe('memgate CLI', () => {
     expect(nan.code).toBe(2);
     const dollar = await memgate('recall', '--agent', '$where', 'x');
     expect(dollar.code).toBe(2);
+    const missing = await memgate('write', '--agent', agent, '--json', 'no-such-entries.json');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('[InvalidInput]');
+    expect(missing.stderr).toContain('--json: cannot open no-such-entries.json (ENOENT)');
     expect(await env.store.hot.countDocuments({ agentId: agent })).toBe(0);
   });
 

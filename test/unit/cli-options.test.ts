@@ -205,6 +205,46 @@ describe('the command schemas', () => {
     expect(file.issues).toEqual([{ path: '--json', message: 'must hold an array of entries' }]);
   });
 
+  it('write --json: the file holds every entry, so no text or entry flag goes beside it', () => {
+    const json = { agent: 'a1', json: 'entries.json' };
+    expect(parse(writeOptions, 'write', json)).toMatchObject(json);
+    expect(
+      refusedFlags(writeOptions, 'write', {
+        ...json,
+        text: 'The quota is 10 GB.',
+        kind: 'fact',
+        salience: '0.8',
+        key: 'k1',
+        volatile: true,
+        freshUntil: '2030-01-01T00:00:00Z',
+        subject: 'quota',
+        attribute: 'size',
+      }),
+    ).toEqual([
+      '<text>',
+      '--kind',
+      '--salience',
+      '--key',
+      '--volatile',
+      '--fresh-until',
+      '--subject',
+      '--attribute',
+    ]);
+  });
+
+  it('write --json: a file that cannot be read is refused naming the flag, before connecting to anything', async () => {
+    const run = async (...args: string[]) =>
+      (await buildProgram(args[0])).parseAsync(['node', 'memgate', ...args]);
+    const err = await run('write', '-a', 'a1', '--json', 'no-such-entries.json').then(
+      () => expect.unreachable('a missing file was read'),
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(InvalidInputError);
+    expect((err as InvalidInputError).issues).toEqual([
+      { path: '--json', message: 'cannot open no-such-entries.json (ENOENT)' },
+    ]);
+  });
+
   it('recall and restore: the shapes the client takes', () => {
     expect(parse(recallOptions, 'recall', { agent: 'a1', query: 'rate limit', k: '10' })).toEqual({
       agentId: 'a1',
