@@ -14,6 +14,11 @@ const port = z.coerce.number().int().min(1).max(65535);
 const positive = z.coerce.number().positive();
 const fraction = z.coerce.number().gt(0).lt(1);
 const count = z.coerce.number().int().positive().max(Number.MAX_SAFE_INTEGER);
+/** The longest delay a Node timer holds; a longer one fires after 1 ms, with a warning. */
+export const MAX_TIMER_MS = 2_147_483_647;
+/** Milliseconds, which every `*_MS` setting is: each reaches a timer or a deadline. */
+const milliseconds = z.coerce.number().int().min(0).max(MAX_TIMER_MS);
+const positiveMs = milliseconds.positive();
 /** Ten years: beyond it, the half-life in milliseconds stops being a number decay can use. */
 const hours = positive.max(87_600);
 /** A share of capacity: reclaim cannot let hot grow past the capacity itself. */
@@ -158,7 +163,7 @@ export const CONFIG_SPECS = {
   }),
   storeTimeoutMs: spec({
     env: 'MEMGATE_STORE_TIMEOUT_MS',
-    schema: count.max(600_000),
+    schema: positiveMs.max(600_000),
     allowed: 'a positive integer of milliseconds, at most 600000',
     default: '15000',
     doc: 'the longest one store call (or one batch of a cursor), its wait for a connection included, may take before it fails as StackUnavailable naming the operation',
@@ -232,7 +237,7 @@ export const CONFIG_SPECS = {
   }),
   httpRequestTimeoutMs: spec({
     env: 'MEMGATE_HTTP_REQUEST_TIMEOUT_MS',
-    schema: count.min(1_000).max(600_000),
+    schema: milliseconds.min(1_000).max(600_000),
     allowed: 'a positive integer of milliseconds, from 1000 to 600000',
     default: '30000',
     doc: 'the longest a request may take to arrive, headers and body, before its connection is cut off with 408: a client that trickles a request in a byte at a time holds a connection no longer than this (and up to a quarter of it more, the interval connections are checked at)',
@@ -447,8 +452,8 @@ export const CONFIG_SPECS = {
   }),
   writeTimeoutMs: spec({
     env: 'MEMGATE_WRITE_TIMEOUT_MS',
-    schema: count,
-    allowed: 'a positive integer of milliseconds',
+    schema: positiveMs,
+    allowed: `a positive integer of milliseconds, at most ${MAX_TIMER_MS}`,
     default: '30000',
     doc: 'how long a client write waits for its acknowledgement before StackUnavailable (resending it is safe)',
   }),
@@ -509,8 +514,8 @@ export const CONFIG_SPECS = {
   }),
   openaiTimeoutMs: spec({
     env: 'MEMGATE_OPENAI_TIMEOUT_MS',
-    schema: count,
-    allowed: 'a positive integer of milliseconds',
+    schema: positiveMs,
+    allowed: `a positive integer of milliseconds, at most ${MAX_TIMER_MS}`,
     default: '30000',
     doc: 'per-request model timeout',
   }),
@@ -612,7 +617,7 @@ export const CONFIG_SPECS = {
   }),
   recallIndexWaitMs: spec({
     env: 'MEMGATE_RECALL_INDEX_WAIT_MS',
-    schema: z.coerce.number().int().min(0).max(MAX_RECALL_INDEX_WAIT_MS),
+    schema: milliseconds.max(MAX_RECALL_INDEX_WAIT_MS),
     allowed: `milliseconds, 0 to ${MAX_RECALL_INDEX_WAIT_MS}`,
     default: '2000',
     doc: "how long a recall waits for the agent's vector index to open or catch up in the serving process (a load from the store when none was persisted takes minutes at 500,000 vectors); past a load it is lexical, past a catch-up it searches the index as it stands, saying so, and the work goes on; a one-shot `memgate recall` waits",

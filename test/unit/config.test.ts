@@ -89,6 +89,28 @@ describe('configuration', () => {
     expect(() => parseConfig({ MEMGATE_SEMANTIC_MIN_SIMILARITY: '' })).not.toThrow();
   });
 
+  it('bounds every millisecond setting by what a timer holds: Node fires a longer one after 1 ms', () => {
+    const timed = Object.values(CONFIG_SPECS).filter((s) => s.env.endsWith('_MS'));
+    expect(timed.length).toBeGreaterThan(3);
+    for (const { env } of timed) {
+      const err = (() => {
+        try {
+          parseConfig({ [env]: '2147483648' });
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      expect(err, env).toBeInstanceOf(InvalidConfigError);
+      expect((err as InvalidConfigError).variable).toBe(env);
+    }
+    const longest = parseConfig({
+      MEMGATE_OPENAI_TIMEOUT_MS: '2147483647',
+      MEMGATE_WRITE_TIMEOUT_MS: '2147483647',
+    });
+    expect([longest.openaiTimeoutMs, longest.writeTimeoutMs]).toEqual([2_147_483_647, 2_147_483_647]);
+  });
+
   it('every variable has a description for docs/configuration.md', () => {
     for (const s of Object.values(CONFIG_SPECS)) expect(s.doc.length).toBeGreaterThan(5);
   });
