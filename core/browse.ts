@@ -13,7 +13,19 @@ const MAX_EPOCH_MS = 8.64e15;
 
 /** Entries, agents or nights one page may hold. */
 export const MAX_PAGE = 200;
-const limit = (fallback: number) => z.coerce.number().int().min(1).max(MAX_PAGE).default(fallback);
+
+/**
+ * A whole number, from a query string in decimal digits or from a caller as a number.
+ * z.coerce alone reads '' and blanks as 0 (an empty `before=` listed nothing) and takes
+ * '1e3' or '0x10'. The strings are only its spelling: the API documents `inner`.
+ */
+function fromQuery<S extends z.ZodType>(inner: S) {
+  return z.preprocess((v) => (typeof v === 'string' && /^\d{1,16}$/.test(v) ? Number(v) : v), inner);
+}
+const whole = (min: number, max: number) =>
+  z.number('a whole number in decimal digits').int().min(min).max(max);
+
+const limit = (fallback: number) => fromQuery(whole(1, MAX_PAGE).default(fallback));
 
 export const agentsRequestSchema = z.strictObject({
   after: agentIdSchema.optional(),
@@ -23,7 +35,7 @@ export const agentsRequestSchema = z.strictObject({
 export const nightsRequestSchema = z.strictObject({
   agentId: agentIdSchema,
   /** Nights before this `asOf` (the `next` of the page before). */
-  before: z.coerce.number().int().min(0).max(MAX_EPOCH_MS).optional(),
+  before: fromQuery(whole(0, MAX_EPOCH_MS)).optional(),
   limit: limit(60),
 });
 

@@ -201,6 +201,19 @@ describe("an agent's nights", () => {
   });
 });
 
+describe("an agent's nights, asked with a before or limit that is not a whole number", () => {
+  it('are refused InvalidInput naming it, never listed as if before were 0', async () => {
+    for (const query of ['before=', 'before=%20', 'before=1e3', 'before=0x10', 'limit=', 'limit=1e1']) {
+      const res = await get(`/v1/agents/${agent}/nights?${query}`);
+      const { error } = errorSchema.parse(res.body);
+      expect([query, res.status, error.type]).toEqual([query, 400, 'InvalidInput']);
+      expect((error.details.issues as { path: string }[]).map((i) => i.path)).toEqual([query.split('=')[0]]);
+    }
+    const page = nightListSchema.parse((await get(`/v1/agents/${agent}/nights?before=${asOf + 1}`)).body);
+    expect(page.nights.map((n) => n.asOf)).toEqual([asOf]);
+  });
+});
+
 describe("an agent's entries", () => {
   it('list once each, in id order, page after page, both tiers', async () => {
     const seen: string[] = [];
