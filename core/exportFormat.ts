@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { agentIdSchema, epochMs, zodIssues, type Entry, type Tier } from './entry';
+import { agentIdSchema, epochMs, wellFormedString, zodIssues, type Entry, type Tier } from './entry';
 import { InvalidInputError, type Issue } from './errors';
 import { entryIdSchema } from './messages';
 
@@ -23,7 +23,7 @@ export const EXPORT_MEDIA_TYPE = 'application/x-ndjson';
 export const MAX_EXPORT_LINE_BYTES = 4 * 1024 * 1024;
 
 /** A term never holds a space: the store keys postings by `<agentId> <term>` (store/terms.ts). */
-const term = z.string().regex(/^\S+$/, 'a term: no spaces');
+const term = wellFormedString.regex(/^\S+$/, 'a term: no spaces');
 const instant = z.number().min(0);
 
 const headerLineSchema = z.strictObject({
@@ -42,7 +42,7 @@ const tombstoneLineSchema = z.strictObject({
   type: z.literal('tombstone'),
   _id: entryIdSchema,
   terms: z.array(term),
-  reason: z.string().min(1),
+  reason: wellFormedString.min(1),
   deletedAt: instant,
   standIn: z
     .strictObject({
@@ -52,43 +52,43 @@ const tombstoneLineSchema = z.strictObject({
       retired: z.boolean().optional(),
     })
     .optional(),
-  subject: z.string().optional(),
-  attribute: z.string().optional(),
+  subject: wellFormedString.optional(),
+  attribute: wellFormedString.optional(),
   writtenAt: instant.optional(),
-  atoms: z.array(z.string()).optional(),
-  runId: z.string().optional(),
+  atoms: z.array(wellFormedString).optional(),
+  runId: wellFormedString.optional(),
 });
 
 const portableEntrySchema = z.strictObject({
   _id: entryIdSchema,
   kind: z.enum(['episode', 'fact', 'constraint', 'summary']),
-  text: z.string(),
+  text: wellFormedString,
   tokens: z.number().int().min(0),
   terms: z.array(term),
-  atoms: z.array(z.string()),
+  atoms: z.array(wellFormedString),
   source: z.strictObject({
     origin: z.enum(['user', 'agent', 'tool', 'consolidation']),
-    sessionId: z.string().optional(),
+    sessionId: wellFormedString.optional(),
     turn: z.number().int().min(0).optional(),
-    ref: z.string().optional(),
+    ref: wellFormedString.optional(),
   }),
   writtenAt: epochMs,
   salience: z.strictObject({ base: z.number().gt(0).max(1), at: instant }),
   dormantAt: z.number(),
   confidence: z.number().min(0).max(1),
   verified: z.boolean(),
-  corroborations: z.array(z.strictObject({ source: z.string(), at: instant })),
+  corroborations: z.array(z.strictObject({ source: wellFormedString, at: instant })),
   validity: z.strictObject({ volatile: z.boolean(), freshUntil: epochMs.optional() }),
   expiredAt: instant.optional(),
-  subject: z.string().optional(),
-  attribute: z.string().optional(),
+  subject: wellFormedString.optional(),
+  attribute: wellFormedString.optional(),
   isActive: z.boolean(),
   supersededBy: entryIdSchema.optional(),
   supersedes: entryIdSchema.optional(),
   restoredAt: instant.optional(),
   derivedFrom: z.array(entryIdSchema).optional(),
   lossy_summary: z.boolean().optional(),
-  lossyReasons: z.array(z.string()).optional(),
+  lossyReasons: z.array(wellFormedString).optional(),
   subsumedBy: z.array(z.strictObject({ summaryId: entryIdSchema, lossless: z.boolean() })).optional(),
   refreshedAt: instant.optional(),
   spilledAt: instant.optional(),

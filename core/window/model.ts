@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { encodedBytes, zodIssues } from '../entry';
+import { encodedBytes, wellFormedString, zodIssues } from '../entry';
 import { InvalidInputError } from '../errors';
 
 /**
@@ -88,7 +88,7 @@ export const sessionIdSchema = segmentIdSchema;
 export const tokensSchema = z.number().int('must be a whole number of tokens').positive('must be positive');
 export const salienceSchema = z.number().min(0, 'must be in [0, 1]').max(1, 'must be in [0, 1]');
 const turnSchema = z.number().int().min(0);
-const labelSchema = z.string().trim().min(1).max(200);
+const labelSchema = wellFormedString.trim().min(1).max(200);
 
 export const pinSchema = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('explicit') }),

@@ -1,8 +1,11 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { parseWriteRequest } from '../../core/entry';
+import { buildEntry, memoryPolicy, parseWriteRequest } from '../../core/entry';
 import { InvalidInputError } from '../../core/errors';
+import { entryLine, ExportReader, exportLineText, headerLine } from '../../core/exportFormat';
 import { parseRecallRequest } from '../../core/recall';
+import { admitSchema } from '../../core/window/model';
+import { episode } from '../support/memories';
 
 /**
  * A lone UTF-16 surrogate has no UTF-8 form: the store keeps U+FFFD in its place, so what it
@@ -81,6 +84,30 @@ describe('a string with a lone surrogate', () => {
           expect(parseRecallRequest({ agentId: 'a1', query: value }, NOW).query).toBe(value);
         },
       ),
+    );
+  });
+
+  it('is refused as a context window segment label (fast-check)', () => {
+    fc.assert(
+      fc.property(withLone, (label) => {
+        const parsed = admitSchema.safeParse({ segmentId: 's1', tokens: 10, salience: 0.5, label });
+        expect(parsed.success).toBe(false);
+        expect(parsed.error?.issues.map((i) => i.path.join('.'))).toEqual(['label']);
+      }),
+    );
+  });
+
+  it("is refused in an import's entry line, which would store it (fast-check)", () => {
+    const policy = memoryPolicy({ halfLifeHours: 168, gateThreshold: 0.2 });
+    fc.assert(
+      fc.property(withLone, (text) => {
+        const reader = new ExportReader();
+        reader.read(exportLineText(headerLine('a1', NOW)).trimEnd());
+        const line = entryLine(buildEntry('e1', 'a1', episode(text, NOW), policy), 'hot');
+        // JSON keeps the lone surrogate as an escape, and gives it back as it was.
+        const err = refusal(() => reader.read(JSON.stringify(line)));
+        expect(err.issues.map((i) => i.path)).toEqual(['text']);
+      }),
     );
   });
 });
