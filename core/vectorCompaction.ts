@@ -2,7 +2,7 @@
  * When a nearest-neighbour index is built afresh from the store. Each removal leaves a scrub
  * in the index's graph (vectorEngine/thread.ts, Erasure) that keeps the edges of the vector
  * it replaced, so searches lose their way as scrubs accumulate. In bench/vector-removals.ts
- * (docs/recall.md, Rebuilds) default recall's recall@10 was 0.93 against 0.94 for an index
+ * (docs/recall.md, The engine in memgate) default recall's recall@10 was 0.93 against 0.94 for an index
  * built afresh from the vectors left with a tenth removed, 0.86 against 0.92 with a quarter,
  * and 0.10 against 0.91 with nine tenths; deep recall, which asks for as many more neighbours
  * as there are scrubs, searched 10 to 30 times as long. It is a property of the graph, not of

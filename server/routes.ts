@@ -59,9 +59,11 @@ export interface ServerDeps {
   /** Readiness: each resolves when the server it names answers, and rejects otherwise. */
   probes: Record<string, () => Promise<unknown>>;
   /**
-   * How long a streamed answer waits for its connection to take the last chunk: the store's
-   * timeout (MEMGATE_STORE_TIMEOUT_MS), since the store cursor the chunks come from is held
-   * meanwhile, a unit of the few every tenant's exports, index loads and nights share.
+   * How long a streamed answer waits for its connection to take the last chunk: half the
+   * store's timeout (MEMGATE_STORE_TIMEOUT_MS). The store cursor the chunks come from is held
+   * meanwhile, a unit of the few every tenant's exports, index loads and nights share, and a
+   * call waiting for that unit gives up after the store's timeout: a reader that stalled lets
+   * it go well before then, even one that took its last chunk after the call began to wait.
    */
   streamStallMs: number;
 }

@@ -23,7 +23,7 @@ export function serverDeps(client: MemgateClient, c: Config): ServerDeps {
       temporal: () => client.temporal.workflowService.getSystemInfo({}),
       store: () => client.store.answers(),
     },
-    streamStallMs: c.storeTimeoutMs,
+    streamStallMs: c.storeTimeoutMs / 2,
   };
 }
 
