@@ -16,6 +16,9 @@ import {
 } from '../../cli/commands/options';
 import { admitOptions, openOptions, turnOptions, unpinOptions } from '../../cli/commands/window';
 import { InvalidInputError, type Issue } from '../../core/errors';
+import { thrownBy } from '../support/thrown';
+
+const refusal = (parse: () => unknown) => thrownBy(parse, InvalidInputError);
 
 /**
  * How `memgate` reads its options and arguments: one zod schema per command, parsed by
@@ -52,17 +55,6 @@ describe('the commands, loaded by module', () => {
     expect(names(await buildProgram('recal'))).toEqual(names(program));
   });
 });
-
-/** The InvalidInputError a parse throws, or a failed test. */
-function refusal(parse: () => unknown): InvalidInputError {
-  try {
-    parse();
-  } catch (err) {
-    expect(err).toBeInstanceOf(InvalidInputError);
-    return err as InvalidInputError;
-  }
-  throw new Error('expected an InvalidInputError');
-}
 
 const paths = (issues: Issue[]) => issues.map((i) => i.path);
 

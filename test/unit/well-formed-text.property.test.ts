@@ -6,6 +6,7 @@ import { entryLine, ExportReader, exportLineText, headerLine } from '../../core/
 import { parseRecallRequest } from '../../core/recall';
 import { admitSchema } from '../../core/window/model';
 import { episode } from '../support/memories';
+import { thrownBy } from '../support/thrown';
 
 /**
  * A lone UTF-16 surrogate has no UTF-8 form: the store keeps U+FFFD in its place, so what it
@@ -40,15 +41,7 @@ function writeWith(field: string, value: string): unknown {
 
 const FIELDS = ['text', 'idempotencyKey', 'source.sessionId', 'source.ref', 'subject', 'attribute'];
 
-function refusal(parse: () => unknown): InvalidInputError {
-  try {
-    parse();
-  } catch (err) {
-    expect(err).toBeInstanceOf(InvalidInputError);
-    return err as InvalidInputError;
-  }
-  return expect.unreachable('accepted');
-}
+const refusal = (parse: () => unknown) => thrownBy(parse, InvalidInputError);
 
 describe('a string with a lone surrogate', () => {
   it('is refused in every string field of a write, naming the field (fast-check)', () => {

@@ -25,6 +25,7 @@ import {
   SUMMARY,
   TOOL_LOOP,
 } from '../support/windowSeed';
+import { thrownBy } from '../support/thrown';
 
 /** A window driven by the pure transitions, for readable tests. */
 class Window {
@@ -51,15 +52,7 @@ async function seedWindow(pinGuard: boolean): Promise<Window> {
   return w;
 }
 
-function refusalOf(fn: () => unknown): RehydrationBlocked {
-  try {
-    fn();
-  } catch (err) {
-    expect(err).toBeInstanceOf(RehydrationBlocked);
-    return err as RehydrationBlocked;
-  }
-  throw new Error('expected RehydrationBlocked');
-}
+const refusalOf = (fn: () => unknown) => thrownBy(fn, RehydrationBlocked);
 
 describe('the seed case', () => {
   it('turn 12: the pinned JSON dump forces out the rate-limits table, and the record says so', async () => {
