@@ -1,5 +1,5 @@
 import { once } from 'node:events';
-import { open } from 'node:fs/promises';
+import { open, type FileHandle } from 'node:fs/promises';
 import type { Writable } from 'node:stream';
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -20,11 +20,18 @@ export const importOptions = z.object({
 
 /** A file the user named, opened, or InvalidInput naming the flag. */
 async function opened(path: string, flags: 'r' | 'w', flag: string, command: string) {
+  let handle: FileHandle;
   try {
-    return await open(path, flags);
+    handle = await open(path, flags);
   } catch (err) {
     throw unreadableFile(command, flag, path, err);
   }
+  // A directory opens for reading, and would fail only at its first read, untyped.
+  if (flags === 'r' && (await handle.stat()).isDirectory()) {
+    await handle.close();
+    throw unreadableFile(command, flag, path, Object.assign(new Error('a directory'), { code: 'EISDIR' }));
+  }
+  return handle;
 }
 
 /** Every chunk, written as the output takes it: no more than one chunk waits in memory. */

@@ -65,6 +65,11 @@ describe('memgate CLI', () => {
     expect(missing.code).toBe(2);
     expect(missing.stderr).toContain('[InvalidInput]');
     expect(missing.stderr).toContain('--json: cannot open no-such-entries.json (ENOENT)');
+    // A directory opens, and fails only as it is read.
+    const folder = await memgate('import', '--agent', agent, '--file', '.');
+    expect(folder.code).toBe(2);
+    expect(folder.stderr).toContain('[InvalidInput]');
+    expect(folder.stderr).toContain('--file: cannot open . (EISDIR)');
     expect(await env.store.hot.countDocuments({ agentId: agent })).toBe(0);
   });
 
