@@ -142,7 +142,12 @@ export function buildMcpServer(deps: McpDeps): McpServer {
           })),
         );
       }
-      const list = entries ?? (one.text !== undefined ? [one as WriteEntryInput] : []);
+      if (entries === undefined && one.text === undefined) {
+        throw new InvalidInputError('invalid remember', [
+          { path: 'text', message: 'give text (one memory) or entries (several)' },
+        ]);
+      }
+      const list = entries ?? [one as WriteEntryInput];
       return memgate.write({ agentId, entries: list }, scope);
     },
   );

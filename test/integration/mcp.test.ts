@@ -221,6 +221,14 @@ describe.each([
     expect(await env.store.hot.countDocuments({ agentId })).toBe(0);
   });
 
+  it('refuses a remember with neither `text` nor `entries`, naming `text`', async () => {
+    const refused = await call(client, 'remember', { agentId: `${agent}-empty-${tag}` });
+    expect(refused.structured).toMatchObject({
+      error: { type: 'InvalidInput', details: { issues: [expect.objectContaining({ path: 'text' })] } },
+    });
+    expect(refused.text).toMatch(/give text/);
+  });
+
   it('answers a rejected input as an InvalidInput tool error naming the field', async () => {
     const bad = await call(client, 'recall', { agentId: agent, query: 'anything', k: 0 });
     expect(bad.isError).toBe(true);
