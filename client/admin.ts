@@ -1,4 +1,6 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { agentMemory } from '../workflows/agentMemory';
+import { contextWindow } from '../workflows/contextWindow';
 import { handOverSignal } from '../workflows/support';
 
 /** Running workflows of the task queue, of these types when given. */
@@ -31,7 +33,7 @@ export async function terminateOpenWorkflows(
 }
 
 /** The workflows that run for as long as their agent or session: they hand over, not finish. */
-const FOREVER_RUNNING = ['agentMemory', 'contextWindow'];
+const FOREVER_RUNNING = [agentMemory.name, contextWindow.name];
 
 /**
  * Wake every running agent memory and context window of the task queue, so that each hands
