@@ -6,7 +6,12 @@ import {
   WorkflowNotFoundError,
   WorkflowUpdateRPCTimeoutOrCancelledError,
 } from '@temporalio/client';
-import { NotFoundError, StackUnavailableError, UnauthenticatedError } from '../core/errors';
+import {
+  NotFoundError,
+  QuotaExceededError,
+  StackUnavailableError,
+  UnauthenticatedError,
+} from '../core/errors';
 import {
   agentsRequestSchema,
   entriesCursorText,
@@ -34,7 +39,7 @@ import {
 } from '../store/browse';
 import { assertInScope, type KeyScope } from '../core/keys';
 import { authenticate } from '../store/keys';
-import { claimForKey, releaseWindowClaims } from '../store/quotas';
+import { claimForKey, releaseForKey, releaseWindowClaims, settledClaims } from '../store/quotas';
 import type { Config } from '../core/config';
 import {
   agentIdSchema,
@@ -86,7 +91,8 @@ import { ContentCodec } from '../codec/payloadCodec';
 import { sealWrite } from '../codec/sealedEntry';
 import { decodeForWire, encodeForWire, type WirePayload } from '../codec/codecServer';
 import { erasedInHistory } from './historyCheck';
-import { countedEntries, registeredAgents } from '../store/agents';
+import { agentsRegistered, countedEntries, registeredAgents } from '../store/agents';
+import { openSessions } from './window';
 import { temporalConnectionOptions } from '../stack/connection';
 import { toMemgateError } from './errors';
 import { resending } from './resend';
@@ -573,7 +579,35 @@ export class MemgateClient {
    */
   async claimForKey(scope: KeyScope, kind: QuotaKind, id: string): Promise<void> {
     const max = kind === 'agent' ? this.config.keyMaxAgents : this.config.keyMaxWindows;
-    await typed(() => claimForKey(this.store, { keyId: scope.keyId, kind, id, max, at: Date.now() }));
+    const claim = () =>
+      typed(() => claimForKey(this.store, { keyId: scope.keyId, kind, id, max, at: Date.now() }));
+    try {
+      await claim();
+    } catch (err) {
+      if (!(err instanceof QuotaExceededError) || (await this.releaseUnheld(scope.keyId, kind)) === 0)
+        throw err;
+      await claim();
+    }
+  }
+
+  /**
+   * Gives back the key's places that nothing holds: claims counted for a call that then failed
+   * or was refused (a write the agent's workflow refused, an open the server never took).
+   * Only claims older than the write deadline are looked at, so a call still under way keeps
+   * its place. A write that lands after all has its agent claimed again by the key's next
+   * write for it. Returns how many places it gave back.
+   */
+  private async releaseUnheld(keyId: string, kind: QuotaKind): Promise<number> {
+    const settled = await typed(() =>
+      settledClaims(this.store, keyId, kind, Date.now() - this.config.writeTimeoutMs),
+    );
+    const held =
+      kind === 'agent'
+        ? await typed(() => agentsRegistered(this.store, settled))
+        : await openSessions(this.temporal, settled);
+    const unheld = settled.filter((id) => !held.has(id));
+    for (const id of unheld) await typed(() => releaseForKey(this.store, keyId, kind, id));
+    return unheld.length;
   }
 
   /** A window closed (by this key, another, or none): every key that opened it gets its place back. */

@@ -1,6 +1,7 @@
 import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
 import type { UpdateDefinition } from '@temporalio/common';
 import type { z } from 'zod';
+import { allWithin } from '../core/allWithin';
 import type { Config } from '../core/config';
 import { ConflictError, NotFoundError, StackUnavailableError } from '../core/errors';
 import {
@@ -173,4 +174,23 @@ async function wasClosed(handle: WorkflowHandle<typeof contextWindow>): Promise<
     if (err instanceof WorkflowNotFoundError) return false;
     throw err;
   }
+}
+
+/** How many sessions `openSessions` describes at once. */
+const DESCRIBES_AT_ONCE = 8;
+
+/**
+ * Which of these sessions have a window open. A session the server cannot describe now counts
+ * as open: a quota place is given back only when nothing holds it.
+ */
+export async function openSessions(temporal: Client, sessionIds: readonly string[]): Promise<Set<string>> {
+  const open = await allWithin(sessionIds, DESCRIBES_AT_ONCE, async (sessionId) => {
+    try {
+      const { status } = await temporal.workflow.getHandle(contextWindowWorkflowId(sessionId)).describe();
+      return status.name === 'RUNNING';
+    } catch (err) {
+      return !(err instanceof WorkflowNotFoundError);
+    }
+  });
+  return new Set(sessionIds.filter((_, i) => open[i]));
 }

@@ -1,5 +1,6 @@
 import { countedCopies, type CensusCounts } from '../core/census';
 import type { Tier } from '../core/entry';
+import { findByIds } from './byIds';
 import type { Store } from './db';
 
 /** A page of the agents the nightly run fans out to, in id order, after `after`. */
@@ -13,6 +14,11 @@ export async function registeredAgents(
     .limit(page.limit)
     .toArray();
   return agents.map((a) => a._id);
+}
+
+/** Which of these agents are registered: each has written, through its memory workflow. */
+export async function agentsRegistered(store: Store, agentIds: readonly string[]): Promise<Set<string>> {
+  return new Set((await findByIds(store.agents, agentIds, { _id: 1 })).keys());
 }
 
 /** Counted with every change to `hot`, and every doubt of it (AgentRecord, `hotChanges`). */

@@ -485,8 +485,9 @@ export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string,
   contentKeys: [{ agentId: 1 }],
   // Read whole, once per process: a handful of keys.
   payloadKeys: [],
-  // Read by `_id`; erasing a whole agent deletes its claims by `agentId`.
-  keyClaims: [{ agentId: 1 }, { sessionId: 1 }],
+  // Read by `_id`; erasing a whole agent deletes its claims by `agentId`; a key at its quota
+  // reads its own (store/quotas.ts, settledClaims).
+  keyClaims: [{ agentId: 1 }, { sessionId: 1 }, { keyId: 1, kind: 1 }],
 };
 
 /** Idempotent. */

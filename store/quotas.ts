@@ -107,6 +107,21 @@ export async function releaseForKey(store: Store, keyId: string, kind: QuotaKind
   if (deletedCount) await store.keyQuotas.updateOne({ _id: quotaId(keyId, kind) }, { $inc: { n: -1 } });
 }
 
+/**
+ * The ids the key's counted claims of the kind name, of claims made before `before`: a call
+ * that claimed earlier has had time to write its agent or open its window, or to fail.
+ */
+export async function settledClaims(
+  store: Store,
+  keyId: string,
+  kind: QuotaKind,
+  before: number,
+): Promise<string[]> {
+  const claims = await store.keyClaims.find({ keyId, kind }, { projection: { at: 1, counted: 1 } }).toArray();
+  const prefix = claimId(keyId, kind, '').length;
+  return claims.filter((c) => c.counted && c.at < before).map((c) => c._id.slice(prefix));
+}
+
 /** Erasing an agent: no key's claim names it any more, and each key gets its count back. */
 export async function releaseAgentClaims(store: Store, agentId: string): Promise<number> {
   return releaseEveryClaim(

@@ -7,6 +7,7 @@ import { requireKey } from '../../server/auth';
 import { buildHttpServer } from '../../server/http';
 import { buildMcpServer } from '../../server/mcp';
 import { createKey } from '../../store/keys';
+import { claimForKey } from '../../store/quotas';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -131,4 +132,43 @@ describe('quotas per key', () => {
     await env.client.eraseAgent({ agentId });
     expect((await call(opener, 'PUT', `/v1/windows/${env.agent('after-erasure')}`)).status).toBe(200);
   }, 300_000);
+
+  // A call can be refused, or fail, after its claim was counted: a write the agent's workflow
+  // refuses (a stored policy stricter than the client's, a clock behind the client's), one
+  // never acknowledged, an open the server did not take. Such a claim holds no agent and no
+  // window; left counted, it would lock the key out for good.
+  it('takes back, once at the quota, a place that no agent of the key holds', async () => {
+    const own = await createKey(env.store, '*', Date.now());
+    const [a, b, c] = [env.agent('q-held-a'), env.agent('q-never-written'), env.agent('q-held-c')];
+    expect((await write(own.key, a, 'a real agent')).status).toBe(200);
+    await leaveClaim(own.keyId, 'agent', b, 2);
+    expect((await write(own.key, c, 'the place b never used')).status).toBe(200);
+    // Places the key's agents hold are not taken back, however old their claims.
+    await ageClaims(own.keyId);
+    const refused = await write(own.key, env.agent('q-one-more'), 'one too many');
+    expect(refused.status).toBe(403);
+    expect(refused.body.error).toMatchObject({ type: 'QuotaExceeded', details: { kind: 'agent', max: 2 } });
+    expect((await write(own.key, a, 'a writes on')).status).toBe(200);
+  });
+
+  it('takes back, once at the quota, a place that no open window of the key holds', async () => {
+    const own = await createKey(env.store, '*', Date.now());
+    const [never, open] = [env.agent('never-opened'), env.agent('really-open')];
+    await leaveClaim(own.keyId, 'window', never, 1);
+    expect((await call(own.key, 'PUT', `/v1/windows/${open}`)).status).toBe(200);
+    await ageClaims(own.keyId);
+    const refused = await call(own.key, 'PUT', `/v1/windows/${env.agent('one-more')}`);
+    expect(refused.status).toBe(403);
+    expect(refused.body.error).toMatchObject({ type: 'QuotaExceeded', details: { kind: 'window', max: 1 } });
+  });
 });
+
+/** A claim counted as a call that failed after its claim leaves it, made long enough ago to have settled. */
+async function leaveClaim(keyId: string, kind: 'agent' | 'window', id: string, max: number): Promise<void> {
+  await claimForKey(env.store, { keyId, kind, id, max, at: Date.now() - 10 * env.config.writeTimeoutMs });
+}
+
+/** Every claim of the key made long enough ago to have settled. */
+async function ageClaims(keyId: string): Promise<void> {
+  await env.store.keyClaims.updateMany({ keyId }, { $set: { at: Date.now() - 10 * env.config.writeTimeoutMs } });
+}
