@@ -11,6 +11,8 @@ import type { ReclaimStep } from '../../core/nightly/reclaim';
 import { evictEntry, retireSummary } from '../../store/nightly';
 import { mongoNight } from '../../store/nightStore';
 import { verifyStore } from '../../store/verify';
+import { restoreEntry } from '../../store/restore';
+import { ConflictError } from '../../core/errors';
 
 /**
  * A summary can stand in for an entry reclaim deleted, and later be retired because another
@@ -135,5 +137,15 @@ describe('a retired summary standing in for an evicted entry', () => {
     expect((await store.hot.findOne({ _id: sibling._id }))!.pending).toContain('cluster');
     const report = await verifyStore(store, { agentId: a, batch: 10 });
     expect(report.findings).toEqual([]);
+
+    // Its sibling is current, but the deleted fact it holds is not: it stays retired.
+    const refused = await restoreEntry(store, a, summary._id, { at: T0 + 5 * 86_400_000 }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(refused).toBeInstanceOf(ConflictError);
+    expect((refused as ConflictError).details).toMatchObject({ id: summary._id, source: older._id });
+    expect((await store.hot.findOne({ _id: summary._id }))!.isActive).toBe(false);
+    expect(await store.ledger.countDocuments({ agentId: a, event: 'restore' })).toBe(0);
   });
 });
