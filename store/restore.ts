@@ -19,6 +19,7 @@ import { findById, locateEntry, storedEntries, tierCollection, TIERS } from './t
  * keyed by the restore's time and written first, so a retried restore finishes the same
  * change instead of reporting a conflict. A retired summary comes back only while every
  * source it holds is current (docs/invariants.md, Current summaries); else ConflictError.
+ * Undefined when there is no such entry, or it was deleted before it could be restored.
  */
 export async function restoreEntry(
   store: Store,
@@ -84,12 +85,17 @@ export async function restoreEntry(
       patches.push(restoreSupersessionPatch(applyPatch(e, combinePatches(...patches)), opts.at));
     return patches.length ? combinePatches(...patches) : undefined;
   });
+  if (copies.length === 0) {
+    // Deleted since it was found (a forget, an eviction): nothing was restored, so no record says it was.
+    if (!earlier) await store.ledger.deleteOne({ _id: ledgerId, agentId });
+    return undefined;
+  }
   if (newer !== undefined) {
     await annotate(store, agentId, newer, (e) =>
       e.supersedes === id ? { set: {}, unset: ['supersedes'] } : undefined,
     );
   }
-  return { id, tier: copies[0]?.tier ?? 'hot', restored };
+  return { id, tier: copies[0]!.tier, restored };
 }
 
 /**

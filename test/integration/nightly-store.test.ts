@@ -576,6 +576,23 @@ describe('annotations on the real store', () => {
     expect((await store.hot.findOne({ _id: `${a}/new` }))!.supersedes).toBeUndefined();
     expect(await restoreEntry(store, 'another-agent', `${a}/old`, { at: T0 + 3 })).toBeUndefined();
   });
+
+  it('restore finds nothing, and changes nothing, when the entry is deleted as it begins', async () => {
+    const a = `a-${randomUUID()}`;
+    await insertNewEntries(store, [
+      entry(a, `${a}/old`, 'Office in Paris.'),
+      entry(a, `${a}/new`, 'Office in Berlin.'),
+    ]);
+    await supersedeEntry(store, ctx(a), `${a}/old`, `${a}/new`);
+    // Found superseded, then deleted (a forget, an eviction) before the restore's first write.
+    const undo = interleaveOnce(store, 'ledger', 'replaceOne', async () => {
+      await deleteEntry(store, a, `${a}/old`);
+    });
+    expect(await restoreEntry(store, a, `${a}/old`, { at: T0 + 1 })).toBeUndefined();
+    undo();
+    expect(await store.ledger.countDocuments({ agentId: a, event: 'restore' })).toBe(0);
+    expect((await store.hot.findOne({ _id: `${a}/new` }))!.supersedes).toBe(`${a}/old`);
+  });
 });
 
 describe('erasure steps on the real store', () => {
