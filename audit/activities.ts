@@ -250,12 +250,18 @@ export function createAuditActivities(
   interface View {
     readSetting: ReadSetting;
     reachable: MemoryUnit[];
+    /** Units the arm keeps nowhere: what a restore would have to bring back from outside it. */
     deleted: Set<string>;
   }
 
   function retained(s: QuestionSetup, keep: Set<string>): View[] {
     return [
-      { readSetting: 'retained', reachable: s.units.filter((u) => keep.has(u.id)), deleted: new Set() },
+      {
+        readSetting: 'retained',
+        reachable: s.units.filter((u) => keep.has(u.id)),
+        // A classic policy keeps nothing beside what it retains.
+        deleted: new Set(s.units.filter((u) => !keep.has(u.id)).map((u) => u.id)),
+      },
     ];
   }
 
@@ -333,18 +339,20 @@ export function createAuditActivities(
     const restore = withRestored(context, s.gold, cap);
     const restoredRead = await ask(s, restore.units);
     const goldEvicted = s.gold.filter((g) => !reachableIds.has(g.id)).length;
+    const goldDeleted = s.gold.filter((g) => view.deleted.has(g.id)).length;
     const c = classify({
       cleanGold: task.cleanGold,
       policy: policyRead.correct,
       restored: restoredRead.correct,
-      goldEvicted,
+      goldDeleted,
     });
     let checks: TightnessChecks | null = null;
     if (c.bin === 'irreversible' || c.bin === 'recoverable' || c.bin === 'residual') {
       const inContext = new Set(context.map((u) => u.id));
+      // Surviving: kept by the arm, in this read setting's reach or not.
       const surviving = withRestored(
         context,
-        s.gold.filter((g) => reachableIds.has(g.id)),
+        s.gold.filter((g) => !view.deleted.has(g.id)),
         cap,
       );
       checks = {
@@ -385,7 +393,7 @@ export function createAuditActivities(
       gold: {
         units: s.gold.length,
         evicted: goldEvicted,
-        deleted: s.gold.filter((g) => view.deleted.has(g.id)).length,
+        deleted: goldDeleted,
       },
       contextUnits: context.length,
       restoredTokens: totalTokens(restore.added),

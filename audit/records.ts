@@ -10,8 +10,10 @@ import { seededRandom, seedOf } from '../core/seededRandom';
  * - `excluded`: the reader fails even with the clean gold, so the question says nothing
  *   about eviction (the denominator filter);
  * - `correct`: answered right under the policy;
- * - `irreversible`: restoring the gold flips it and some gold had been evicted;
- * - `recoverable`: restoring flips it though all gold was still there (retrieval missed it);
+ * - `irreversible`: restoring the gold flips it and some gold had been deleted: the arm keeps
+ *   it nowhere (design: the evidence was destroyed);
+ * - `recoverable`: restoring flips it though all gold was still kept, reached by this read
+ *   setting or not (spilled to cold, say): retrieval missed it;
  * - `residual`: restoring does not flip it (the reader failed with the evidence in hand).
  */
 export type AuditBin = 'excluded' | 'correct' | 'irreversible' | 'recoverable' | 'residual';
@@ -23,8 +25,8 @@ export interface QuestionVerdicts {
   policy: boolean;
   /** Correct with the same context plus the restored gold. */
   restored: boolean;
-  /** Gold units the read setting can no longer reach. */
-  goldEvicted: number;
+  /** Gold units the arm keeps nowhere any more: deleted, not merely out of this read setting's reach. */
+  goldDeleted: number;
 }
 
 export interface Classification {
@@ -42,7 +44,7 @@ export function classify(v: QuestionVerdicts): Classification {
   if (!v.cleanGold) bin = 'excluded';
   else if (v.policy) bin = 'correct';
   else if (restoreGain === 0) bin = 'residual';
-  else bin = v.goldEvicted > 0 ? 'irreversible' : 'recoverable';
+  else bin = v.goldDeleted > 0 ? 'irreversible' : 'recoverable';
   return { bin, restoreGainRaw, restoreGain };
 }
 
@@ -182,7 +184,7 @@ export interface AuditRecord {
   judge: string;
   importanceScorer?: string;
   store: { units: number; tokens: number; reachableUnits: number; reachableTokens: number };
-  /** Gold units, those the read setting cannot reach, and those deleted outright. */
+  /** Gold units, those the read setting cannot reach, and those the arm keeps nowhere (deleted). */
   gold: { units: number; evicted: number; deleted: number };
   contextUnits: number;
   restoredTokens: number;
@@ -258,7 +260,10 @@ export function summariseAudit(records: readonly AuditRecord[]): SummaryRow[] {
       violations,
     };
     if (first.condition === 'forced-gold') {
-      row.note = 'recoverable is 0 by construction: every surviving gold unit is already in the context';
+      row.note =
+        first.readSetting === 'hot'
+          ? 'recoverable counts gold kept in cold, where a hot-only read does not reach: every gold unit in hot is already in the context'
+          : 'recoverable is 0 by construction: every surviving gold unit is already in the context';
     }
     return row;
   });

@@ -53,7 +53,7 @@ export function renderTable(rows: readonly SummaryRow[]): string {
     '',
     'Irreversible share = irreversible / (irreversible + recoverable), with a 95% percentile bootstrap interval over questions.',
     'The denominator counts the questions the reader answers when handed the clean gold.',
-    '† forced-gold: recoverable is 0 by construction (every surviving gold unit is already in the context), not a finding.',
+    '† forced-gold: recoverable is 0 by construction (every surviving gold unit is already in the context), not a finding; memgate read hot-only is the exception, its recoverable errors are gold kept in cold.',
   ];
   return [head, rule, ...lines.map((l) => `| ${l} |`), ...notes].join('\n') + '\n';
 }
@@ -142,7 +142,7 @@ export function renderChart(rows: readonly SummaryRow[], title: string): string 
     });
   });
   out.push(
-    `<text x="20" y="${height - 10}" fill="#444">forced-gold: recoverable is 0 by construction. memgate (deep) reads hot + cold; memgate (hot) reads the hot tier only.</text>`,
+    `<text x="20" y="${height - 10}" fill="#444">forced-gold: recoverable is 0 by construction, but for gold memgate kept in cold. memgate (deep) reads hot + cold; memgate (hot) reads the hot tier only.</text>`,
   );
   out.push('</svg>');
   return out.join('\n') + '\n';

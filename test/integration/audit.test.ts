@@ -136,8 +136,12 @@ describe.skipIf(!hasData(DATA))('restore-counterfactual audit on LongMemEval-S (
     }
   });
 
-  it('forced-gold leaves the recoverable bin empty, by construction', () => {
+  it('forced-gold leaves the recoverable bin empty, by construction, but for gold kept out of reach', () => {
     for (const r of rows.filter((x) => x.condition === 'forced-gold')) {
+      if (r.readSetting === 'hot') {
+        expect(r.note).toMatch(/kept in cold/);
+        continue;
+      }
       expect(r.recoverable).toBe(0);
       expect(r.note).toMatch(/by construction/);
     }
@@ -155,6 +159,19 @@ describe.skipIf(!hasData(DATA))('restore-counterfactual audit on LongMemEval-S (
     // Read hot-only, the same spills cost answers: the gold went cold, not away.
     const hot = records.filter((r) => r.arm === 'memgate' && r.readSetting === 'hot' && r.budget === 8_000);
     expect(hot.some((r) => r.gold.evicted > 0 && r.gold.deleted === 0)).toBe(true);
+  });
+
+  it('counts an error irreversible only when its gold is gone from every tier the arm keeps', () => {
+    for (const r of records.filter((x) => x.verdicts.bin === 'irreversible')) {
+      expect(r.gold.deleted).toBeGreaterThan(0);
+    }
+    // Gold spilled to cold survived: a hot-only read that misses it is retrieval's miss.
+    const hot = records.filter((r) => r.arm === 'memgate' && r.readSetting === 'hot');
+    expect(
+      hot.some((r) => r.verdicts.bin === 'recoverable' && r.gold.evicted > 0 && r.gold.deleted === 0),
+    ).toBe(true);
+    // A classic policy keeps nothing beside what it retains: what it cannot reach is gone.
+    for (const r of records.filter((x) => x.arm === 'fifo')) expect(r.gold.deleted).toBe(r.gold.evicted);
   });
 
   it('the tightness checks agree with the bins: no placebo flips, no irreversible error fixed without its evicted gold', () => {

@@ -15,13 +15,13 @@ const verdicts = (v: Partial<QuestionVerdicts>): QuestionVerdicts => ({
   cleanGold: true,
   policy: false,
   restored: true,
-  goldEvicted: 0,
+  goldDeleted: 0,
   ...v,
 });
 
 describe('restore-counterfactual classification', () => {
-  it('a wrong answer that restoring the gold fixes, with gold evicted, is irreversible', () => {
-    expect(classify(verdicts({ goldEvicted: 1 }))).toEqual({
+  it('a wrong answer that restoring the gold fixes, with gold deleted, is irreversible', () => {
+    expect(classify(verdicts({ goldDeleted: 1 }))).toEqual({
       bin: 'irreversible',
       restoreGainRaw: 1,
       restoreGain: 1,
@@ -29,11 +29,11 @@ describe('restore-counterfactual classification', () => {
   });
 
   it('a wrong answer that restoring fixes while every gold unit survived is recoverable', () => {
-    expect(classify(verdicts({ goldEvicted: 0 })).bin).toBe('recoverable');
+    expect(classify(verdicts({ goldDeleted: 0 })).bin).toBe('recoverable');
   });
 
   it('a wrong answer that restoring does not fix is residual, evicted gold or not', () => {
-    expect(classify(verdicts({ restored: false, goldEvicted: 2 }))).toEqual({
+    expect(classify(verdicts({ restored: false, goldDeleted: 2 }))).toEqual({
       bin: 'residual',
       restoreGainRaw: 0,
       restoreGain: 0,
@@ -42,18 +42,18 @@ describe('restore-counterfactual classification', () => {
   });
 
   it('a restore that breaks a right answer is clipped to 0 and never counted as destruction', () => {
-    const c = classify(verdicts({ policy: true, restored: false, goldEvicted: 1 }));
+    const c = classify(verdicts({ policy: true, restored: false, goldDeleted: 1 }));
     expect(c).toEqual({ bin: 'correct', restoreGainRaw: -1, restoreGain: 0 });
     const counts = tally([c]);
     expect(counts).toMatchObject({ denominator: 1, errors: 0, irreversible: 0, negativeRestores: 1 });
   });
 
   it('the denominator keeps only questions the reader answers with the clean gold', () => {
-    const excluded = classify(verdicts({ cleanGold: false, goldEvicted: 3 }));
+    const excluded = classify(verdicts({ cleanGold: false, goldDeleted: 3 }));
     expect(excluded.bin).toBe('excluded');
     const counts = tally([
       excluded,
-      classify(verdicts({ goldEvicted: 1 })),
+      classify(verdicts({ goldDeleted: 1 })),
       classify(verdicts({ policy: true })),
       classify(verdicts({ restored: false })),
       classify(verdicts({})),
@@ -75,7 +75,7 @@ describe('restore-counterfactual classification', () => {
       cleanGold: fc.boolean(),
       policy: fc.boolean(),
       restored: fc.boolean(),
-      goldEvicted: fc.nat(5),
+      goldDeleted: fc.nat(5),
     });
     fc.assert(
       fc.property(fc.array(v), (all) => {
@@ -89,7 +89,7 @@ describe('restore-counterfactual classification', () => {
         }
         // Destruction needs evicted gold and a restore that helps.
         items.forEach((i, k) => {
-          if (i.bin === 'irreversible') expect(all[k]!.goldEvicted > 0 && all[k]!.restored).toBe(true);
+          if (i.bin === 'irreversible') expect(all[k]!.goldDeleted > 0 && all[k]!.restored).toBe(true);
         });
       }),
     );
@@ -99,7 +99,7 @@ describe('restore-counterfactual classification', () => {
 describe('irreversible share and its bootstrap interval', () => {
   const bins = (irreversible: number, recoverable: number, residual: number, correct: number) =>
     [
-      ...Array(irreversible).fill(verdicts({ goldEvicted: 1 })),
+      ...Array(irreversible).fill(verdicts({ goldDeleted: 1 })),
       ...Array(recoverable).fill(verdicts({})),
       ...Array(residual).fill(verdicts({ restored: false })),
       ...Array(correct).fill(verdicts({ policy: true })),

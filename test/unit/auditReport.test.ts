@@ -9,7 +9,7 @@ function record(
   condition: AuditRecord['condition'],
   v: Partial<QuestionVerdicts>,
 ): AuditRecord {
-  const verdicts = { cleanGold: true, policy: false, restored: true, goldEvicted: 0, ...v };
+  const verdicts = { cleanGold: true, policy: false, restored: true, goldDeleted: 0, ...v };
   return {
     _id: `${questionId}:${arm}:${budget}:${condition}`,
     runId: 'r',
@@ -24,7 +24,7 @@ function record(
     reader: 'evidence',
     judge: 'match',
     store: { units: 10, tokens: 1000, reachableUnits: 5, reachableTokens: 500 },
-    gold: { units: 2, evicted: verdicts.goldEvicted, deleted: verdicts.goldEvicted },
+    gold: { units: 2, evicted: verdicts.goldDeleted, deleted: verdicts.goldDeleted },
     contextUnits: 5,
     restoredTokens: 40,
     verdicts: {
@@ -40,10 +40,10 @@ function record(
 }
 
 const records = [
-  record('q1', 'fifo', 8000, 'top-60', { goldEvicted: 1 }),
+  record('q1', 'fifo', 8000, 'top-60', { goldDeleted: 1 }),
   record('q2', 'fifo', 8000, 'top-60', {}),
   record('q3', 'fifo', 8000, 'top-60', { policy: true }),
-  record('q1', 'fifo', 8000, 'forced-gold', { goldEvicted: 1 }),
+  record('q1', 'fifo', 8000, 'forced-gold', { goldDeleted: 1 }),
   record('q1', 'no-eviction', null, 'top-60', { policy: true }),
 ];
 
