@@ -16,6 +16,8 @@ import { countChanges, countTombstones } from './census';
 import { inBatches, insertIgnoringExisting, isErasure, type Store, type Tombstone } from './db';
 import { gateKeys, pageKeys, termKeys, writeDayKey } from './entries';
 import { findById, TIERS, tierCollection } from './tiers';
+import { findByIds } from './byIds';
+import { withdrawErased } from './erasure';
 import { termKey } from './terms';
 
 /**
@@ -183,6 +185,8 @@ class PageWriter {
   private registered = false;
   /** Entries holding each term key, of those written and not yet counted. */
   private readonly termCounts = new Map<string, number>();
+  /** Ids this import wrote: of an entry the export caught mid-move, a copy in each tier. */
+  private readonly written = new Set<string>();
 
   constructor(
     private readonly store: Store,
@@ -351,11 +355,29 @@ class PageWriter {
     const behindTombstone = await Promise.all(
       unique.map((e) => seen.has(e._id) && findById(this.store.tombstones, this.agentId, e._id)),
     );
-    const fresh = unique.filter((_, i) => !behindTombstone[i]);
+    const unerased = unique.filter((_, i) => !behindTombstone[i]);
+    // Held in the other tier from before this import: moved there since the export was taken
+    // (or by a night between an interrupted import and its rerun). A second copy would be stale.
+    const elsewhere = await findByIds(
+      tierCollection(this.store, tier === 'hot' ? 'cold' : 'hot'),
+      unerased.filter((e) => seen.has(e._id) && !this.written.has(e._id)).map((e) => e._id),
+      { agentId: 1 },
+    );
+    const fresh = unerased.filter((e) => elsewhere.get(e._id)?.agentId !== this.agentId);
     this.result.skipped += unique.length - fresh.length;
     const existing = await insertIgnoringExisting(tierCollection(this.store, tier), fresh);
     this.result.skipped += existing.size;
-    return { inserted: fresh.filter((e) => !existing.has(e._id)), seen };
+    const inserted = fresh.filter((e) => !existing.has(e._id));
+    for (const e of inserted) this.written.add(e._id);
+    // Erasure wins (docs/invariants.md): a forget of a held id that landed after the look above
+    // finds this copy gone only if it is withdrawn now.
+    const withdrawn = await withdrawErased(
+      this.store,
+      this.agentId,
+      inserted.filter((e) => seen.has(e._id)).map((e) => e._id),
+    );
+    this.result.skipped += withdrawn.size;
+    return { inserted: inserted.filter((e) => !withdrawn.has(e._id)), seen };
   }
 
   /** A page's records, the first of each id: a repeated one is skipped. */

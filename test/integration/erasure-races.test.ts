@@ -3,6 +3,7 @@ import type { Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { failOnce, interleaveOnce } from '../support/faults';
 import { useTestEnv } from '../support/env';
+import { exportChunks, importExport } from '../../store/portable';
 import { expectVerified } from '../support/verify';
 
 /**
@@ -276,5 +277,37 @@ describe('a replayed write (same id) racing the entry it repeats', () => {
     expect(await env.store.hot.countDocuments({ _id: secret })).toBe(0);
     expect(await env.store.cold.countDocuments({ _id: secret })).toBe(1);
     await expectVerified(env, agentId);
+  }, 300_000);
+});
+
+describe('an import racing forget of an entry it holds', () => {
+  it('of an export taken before the forget, the forget landing as it writes', async () => {
+    const { agentId, secret } = await agentWithSecret('import-forget');
+    let exported = '';
+    for await (const chunk of exportChunks(env.store, agentId, Date.now())) exported += chunk;
+    // Held when the import looks for an erasure, forgotten right before it writes its copy.
+    const undo = interleaveOnce(
+      env.store,
+      'hot',
+      'insertMany',
+      async () => {
+        await env.client.forget({ agentId, entryId: secret });
+      },
+      insertOf(secret),
+    );
+    try {
+      const lines = exported.trimEnd().split('\n');
+      await importExport(
+        env.store,
+        agentId,
+        (async function* () {
+          yield* lines;
+        })(),
+        Date.now(),
+      );
+    } finally {
+      undo();
+    }
+    await expectErased(agentId, secret);
   }, 300_000);
 });

@@ -18,6 +18,8 @@ import { startTestEnv, type TestEnv } from '../support/env';
 import { episode } from '../support/memories';
 import { expectCensusKept } from '../support/census';
 import { expectVerified } from '../support/verify';
+import { spillStep } from '../support/reclaimSteps';
+import { spillEntries } from '../../store/nightly';
 
 /**
  * `memgate export` and `memgate import` (docs/export.md) on the real stack. The source agent
@@ -436,6 +438,20 @@ describe('memgate export and import', () => {
     expect(result.skipped).toBe(result.lines - 2);
     expect(result.erasuresNotApplied).toEqual([]);
     expect(await env.store.hot.countDocuments({ agentId: target })).toBe(before);
+    await expectVerified(env, target);
+  }, 300_000);
+
+  it('imports no second copy of an entry the agent moved to the other tier since the export', async () => {
+    // A night between an interrupted import and its rerun (or an older export) moved one.
+    const moved = (await env.store.hot.findOne({ agentId: target, kind: 'episode' }))!;
+    const night = { agentId: target, asOf: AS_OF, runId: `${target}@moved` };
+    expect(await spillEntries(env.store, night, [{ step: spillStep(moved._id), entry: moved }])).toBe(1);
+
+    const again = await importFile(target, file, '--into-existing');
+    expect(again.code).toBe(0);
+    expect((JSON.parse(again.stdout) as ImportResult).imported).toEqual({ tombstones: 0, hot: 0, cold: 0 });
+    expect(await env.store.hot.countDocuments({ _id: moved._id })).toBe(0);
+    expect(await env.store.cold.countDocuments({ _id: moved._id })).toBe(1);
     await expectVerified(env, target);
   }, 300_000);
 });
