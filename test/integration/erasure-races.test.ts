@@ -64,6 +64,9 @@ function forgetBeforeSummaryWrite(agentId: string, ids: string[]): () => void {
   );
 }
 
+/** Matches an insert that writes the entry `id`. */
+const insertOf = (id: string) => (args: unknown[]) => (args[0] as Entry[]).some((d) => d._id === id);
+
 /** The secret first (the oldest write, so reclaim spills it first), then five more. */
 async function agentWithSecret(name: string): Promise<{ agentId: string; secret: string }> {
   const agentId = env.agent(name);
@@ -233,7 +236,6 @@ describe('a replayed write (same id) racing the entry it repeats', () => {
     agentId,
     entries: [{ text: SECRET, salience: 0.9, writtenAt: dayAt(0, 8) }],
   });
-  const insertOf = (id: string) => (args: unknown[]) => (args[0] as Entry[]).some((d) => d._id === id);
 
   // The entry is in hot when the guard looks, so the replay goes on to insert it: the other
   // side runs right before that insert.
