@@ -288,7 +288,10 @@ export function createAuditActivities(
     ]);
     const hotUnits = hotAfter.map(unitOf);
     const hotIds = new Set(hotUnits.map((u) => u.id));
-    const deleted = new Set(evictions.map((step) => unitOf(byId.get(step.id)!).id));
+    // Read from the store, not the plan: an eviction may withdraw (its stand-in went), and a
+    // retried attempt's plan holds none of what an earlier attempt already deleted.
+    const kept = new Set([...hotAfter, ...cold].map((e) => unitOf(e).id));
+    const deleted = new Set(s.units.filter((u) => !kept.has(u.id)).map((u) => u.id));
     return [
       { readSetting: 'hot', reachable: chronological(hotUnits), deleted },
       {
