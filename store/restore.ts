@@ -1,18 +1,10 @@
 import { ConflictError } from '../core/errors';
 import type { RestoreResult } from '../core/messages';
-import {
-  applyPatch,
-  awaitPatch,
-  combinePatches,
-  renewPatch,
-  supersededWhileEvicted,
-  type EntryPatch,
-} from '../core/nightly/plans';
+import { applyPatch, awaitPatch, combinePatches, renewPatch, type EntryPatch } from '../core/nightly/plans';
 import { restoreSupersessionPatch } from '../core/nightly/clusters';
-import { findByIds } from './byIds';
 import type { Store } from './db';
 import { annotate } from './annotate';
-import { findById, locateEntry, storedEntries, tierCollection, TIERS } from './tiers';
+import { findById, locateEntry, storedEntries, supersededSinceDeleted } from './tiers';
 
 /**
  * Reverse a supersession (and, given a new `freshUntil`, an expiry). The ledger record is
@@ -96,30 +88,4 @@ export async function restoreEntry(
     );
   }
   return { id, tier: copies[0]!.tier, restored };
-}
-
-/**
- * The first of these deleted sources that a newer fact supersedes: its tombstone keeps its
- * subject, attribute and time, as the night's supersede phase reads them
- * (core/nightly/plans.ts, supersededWhileEvicted).
- */
-async function supersededSinceDeleted(
-  store: Store,
-  agentId: string,
-  ids: readonly string[],
-): Promise<string | undefined> {
-  const stones = [...(await findByIds(store.tombstones, ids)).values()].filter((t) => t.agentId === agentId);
-  for (const subject of new Set(stones.flatMap((t) => (t.subject === undefined ? [] : [t.subject])))) {
-    const evicted = stones.flatMap((t) =>
-      t.subject === subject && t.attribute !== undefined && t.writtenAt !== undefined
-        ? [{ id: t._id, attribute: t.attribute, writtenAt: t.writtenAt }]
-        : [],
-    );
-    const facts = (
-      await Promise.all(TIERS.map((tier) => tierCollection(store, tier).find({ agentId, subject }).toArray()))
-    ).flat();
-    const superseded = supersededWhileEvicted(evicted, facts)[0];
-    if (superseded) return superseded.sourceId;
-  }
-  return undefined;
 }

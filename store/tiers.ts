@@ -1,5 +1,6 @@
 import type { Collection, Filter } from 'mongodb';
 import type { Entry, Tier } from '../core/entry';
+import { supersededWhileEvicted } from '../core/nightly/plans';
 import { NOT_IN_HIT_VIEW, type HitView } from '../core/recall';
 import { findByIds, idLoader } from './byIds';
 import type { Store } from './db';
@@ -118,4 +119,30 @@ export async function storedEntries(
   }
   present.sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1));
   return { present, gone };
+}
+
+/**
+ * The first of these deleted sources that a newer fact supersedes: its tombstone keeps its
+ * subject, attribute and time, as the night's supersede phase reads them
+ * (core/nightly/plans.ts, supersededWhileEvicted).
+ */
+export async function supersededSinceDeleted(
+  store: Store,
+  agentId: string,
+  ids: readonly string[],
+): Promise<string | undefined> {
+  const stones = [...(await findByIds(store.tombstones, ids)).values()].filter((t) => t.agentId === agentId);
+  for (const subject of new Set(stones.flatMap((t) => (t.subject === undefined ? [] : [t.subject])))) {
+    const evicted = stones.flatMap((t) =>
+      t.subject === subject && t.attribute !== undefined && t.writtenAt !== undefined
+        ? [{ id: t._id, attribute: t.attribute, writtenAt: t.writtenAt }]
+        : [],
+    );
+    const facts = (
+      await Promise.all(TIERS.map((tier) => tierCollection(store, tier).find({ agentId, subject }).toArray()))
+    ).flat();
+    const superseded = supersededWhileEvicted(evicted, facts)[0];
+    if (superseded) return superseded.sourceId;
+  }
+  return undefined;
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Entry, Tier } from '../core/entry';
 import { registeredAgents } from './agents';
 import { inBatches, isErasure, type Store, type Tombstone } from './db';
-import { TIERS, tierCollection } from './tiers';
+import { supersededSinceDeleted, TIERS, tierCollection } from './tiers';
 import type { SavedMeta } from './vectorIndexes';
 import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
 
@@ -172,30 +172,39 @@ async function verifyIds(store: Store, agentId: string, batch: number, report: V
   }
 }
 
-/** An active summary stands for current entries only: no source of it still stored is superseded. */
+/**
+ * An active summary stands for current entries only: no source of it still stored is
+ * superseded, and no source reclaim deleted has been superseded since (its tombstone keeps
+ * its subject, attribute and time).
+ */
 async function verifySummaryCurrent(
   store: Store,
   agentId: string,
   summary: StoredView,
   report: VerifyReport,
 ): Promise<void> {
+  const gone: string[] = [];
   for (const sourceId of summary.derivedFrom ?? []) {
+    let source: { isActive: boolean } | null = null;
     for (const tier of TIERS) {
-      const source = await tierCollection(store, tier).findOne(
+      source ??= await tierCollection(store, tier).findOne(
         { _id: sourceId, agentId },
         { projection: { isActive: 1 } },
       );
-      if (!source) continue;
-      if (!source.isActive) {
-        report.findings.push({
-          check: 'summary-not-current',
-          agentId,
-          id: summary._id,
-          detail: `active, and built from ${sourceId}, which is superseded`,
-        });
-      }
-      break;
     }
+    if (!source) gone.push(sourceId);
+    else if (!source.isActive) notCurrent(sourceId, 'which is superseded');
+  }
+  const deleted = await supersededSinceDeleted(store, agentId, gone);
+  if (deleted) notCurrent(deleted, 'which reclaim deleted and a newer fact has superseded since');
+
+  function notCurrent(sourceId: string, why: string): void {
+    report.findings.push({
+      check: 'summary-not-current',
+      agentId,
+      id: summary._id,
+      detail: `active, and built from ${sourceId}, ${why}`,
+    });
   }
 }
 
@@ -250,12 +259,13 @@ async function verifyTermCounts(
   }
 }
 
-/** How many stored entries hold the term of `key`, counted up to `atMost`. */
+/** How many stored entries the term of `key` counts (those that hold it, counted), up to `atMost`. */
 async function holders(store: Store, agentId: string, key: string, atMost: number): Promise<number> {
   const ids = new Set<string>();
   for (const tier of TIERS) {
     const found = await tierCollection(store, tier)
-      .find({ termKeys: key, agentId }, { projection: { _id: 1 } })
+      // An entry awaiting its count (a write no night has counted) is not in the term's count.
+      .find({ termKeys: key, agentId, pending: { $ne: 'terms' } }, { projection: { _id: 1 } })
       .limit(Math.max(1, atMost))
       .toArray();
     for (const { _id } of found) ids.add(_id);

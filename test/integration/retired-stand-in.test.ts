@@ -148,4 +148,40 @@ describe('a retired summary standing in for an evicted entry', () => {
     expect((await store.hot.findOne({ _id: summary._id }))!.isActive).toBe(false);
     expect(await store.ledger.countDocuments({ agentId: a, event: 'restore' })).toBe(0);
   });
+
+  it('still current while a newer fact supersedes the source it stands in for, is named by verify', async () => {
+    const a = `unretired-${randomUUID().slice(0, 8)}`;
+    const keys = { subject: 'backups', attribute: 'retention' };
+    const link = { subsumedBy: [{ summaryId: `${a}-sum`, lossless: true }], pending: [] };
+    const older = fact(a, `${a}-older`, 'Backups are kept for 14 days.', { ...keys, ...link });
+    const summary = fact(a, `${a}-sum`, 'Backups are kept for 14 days.', {
+      kind: 'summary',
+      derivedFrom: [older._id],
+      pending: [],
+    });
+    await insertNewEntries(store, [older, summary]);
+    const night = { agentId: a, asOf: T0 + 86_400_000, runId: `${a}@night1` };
+    const step = {
+      id: older._id,
+      action: 'evict',
+      why: 'dead: gated, refresh window elapsed, subsumed losslessly',
+      rank: 0,
+      inputs: {},
+      standIn: { summaryId: summary._id, lossy: false },
+    } as unknown as ReclaimStep;
+    expect(await evictEntry(store, night, older, step)).toBe(true);
+    expect((await verifyStore(store, { agentId: a, batch: 10 })).findings).toEqual([]);
+    // A newer fact, its night's supersede phase lost: the summary still says 14 days.
+    await insertNewEntries(store, [
+      fact(a, `${a}-newer`, 'Backups are kept for 30 days.', {
+        ...keys,
+        writtenAt: T0 + 3 * 86_400_000,
+        pending: [],
+      }),
+    ]);
+    const report = await verifyStore(store, { agentId: a, batch: 10 });
+    expect(report.findings).toEqual([
+      expect.objectContaining({ check: 'summary-not-current', id: summary._id }),
+    ]);
+  });
 });

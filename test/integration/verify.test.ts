@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import type { VerifyReport } from '../../store/verify';
+import { adjustDocumentFrequencies } from '../../store/terms';
 import { runMemgate } from '../support/cli';
 import { useTestEnv } from '../support/env';
 
@@ -127,6 +128,24 @@ describe('memgate verify', () => {
     await tier.deleteOne({ _id: summary._id });
     const gone = await env.client.verify({ agentId });
     expect(gone.findings.map((f) => f.check)).toContain('stand-in-missing');
+  }, 300_000);
+
+  it('names a term counted for more entries than hold it, though a write awaiting its count holds it', async () => {
+    const { agentId } = await livedIn('verify-overcounted');
+    // Counted once too often (an erased entry's count never taken back), then written again
+    // by an entry that no night has counted yet.
+    await adjustDocumentFrequencies(env.store, agentId, [['zeppelin']], 1);
+    await env.client.write({
+      agentId,
+      entries: [{ text: 'A zeppelin passed over the dock.', salience: 0.9 }],
+    });
+    const { report } = await verifyCli(agentId);
+    expect(report.findings).toEqual([
+      expect.objectContaining({
+        check: 'term-overcounted',
+        detail: 'counted for 1 entries, held by 0 stored entries',
+      }),
+    ]);
   }, 300_000);
 
   it('refuses an agent id that is not one', async () => {
