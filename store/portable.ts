@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { oldestWriteDay, type Entry, type Tier } from '../core/entry';
+import { awaitsCounting } from '../core/nightly/plans';
 import { InvalidInputError, NotFoundError } from '../core/errors';
 import { countTerms } from '../core/text';
 import {
@@ -219,13 +220,16 @@ class PageWriter {
         this.agentId,
         inserted.map((entry) => ({ after: { entry, tier } })),
       );
-      // The nightly run counts an entry (its terms, its tier) once its `terms` work is settled;
-      // one whose work is still pending is counted by the night, as it would have been.
+      // The nightly run counts a write (its terms, its tier) once its `terms` work is settled;
+      // one whose work is still pending is counted by the night, as it would have been. A
+      // summary is in hot's count from its writing on, its terms counted by the next night.
       const settled = inserted.filter((e) => !e.pending?.includes('terms'));
-      if (tier === 'hot') counts.hot = settled.length;
-      if (tier === 'hot' && settled.length > 0)
-        await countWrittenOn(this.store, this.agentId, oldestWriteDay(settled));
-      else counts.cold = inserted.length;
+      const inHotCount = inserted.filter((e) => !awaitsCounting(e));
+      if (tier === 'cold') counts.cold = inserted.length;
+      else {
+        counts.hot = inHotCount.length;
+        if (inHotCount.length > 0) await countWrittenOn(this.store, this.agentId, oldestWriteDay(inHotCount));
+      }
       // An entry mid-move (in both tiers) is one entry: its hot copy registered its id.
       const alsoHot = await Promise.all(
         settled.map(

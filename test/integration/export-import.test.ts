@@ -6,7 +6,7 @@ import { MemgateClient } from '../../client/client';
 import { startHttpServer, type RunningServer } from '../../cli/commands/serve';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
-import { registerAgent } from '../../store/agents';
+import { registerAgent, tierCounts } from '../../store/agents';
 import { entryId } from '../../core/ids';
 import { indexedEntry, settledEntry } from '../../store/entries';
 import { createKey } from '../../store/keys';
@@ -439,6 +439,24 @@ describe('memgate export and import', () => {
     expect(result.erasuresNotApplied).toEqual([]);
     expect(await env.store.hot.countDocuments({ agentId: target })).toBe(before);
     await expectVerified(env, target);
+  }, 300_000);
+
+  it('counts into hot a summary the last night wrote, which awaits its terms', async () => {
+    const agentId = env.agent('export-summary-source');
+    await env.client.write({
+      agentId,
+      entries: [
+        'Courier pickups leave from dock 7 at 16:00.',
+        'Courier pickups leave from dock 7 at 16:00!',
+      ].map((text, i) => ({ text, salience: 0.2, writtenAt: dayAt(0, 9 + i) })),
+    });
+    await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
+    const summaries = await env.store.hot.find({ agentId, kind: 'summary' }).toArray();
+    expect(summaries.some((s) => s.pending?.includes('terms'))).toBe(true);
+
+    const into = env.agent('export-summary-target');
+    expect((await importFile(into, await exportToFile(agentId, 'summary.jsonl'))).code).toBe(0);
+    expect((await tierCounts(env.store, into)).hot).toBe((await tierCounts(env.store, agentId)).hot);
   }, 300_000);
 
   it('imports no second copy of an entry the agent moved to the other tier since the export', async () => {
