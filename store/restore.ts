@@ -1,7 +1,8 @@
 import { ConflictError } from '../core/errors';
+import type { Entry } from '../core/entry';
 import type { RestoreResult } from '../core/messages';
 import { applyPatch, awaitPatch, combinePatches, renewPatch, type EntryPatch } from '../core/nightly/plans';
-import { restoreSupersessionPatch } from '../core/nightly/clusters';
+import { restoreSupersessionPatch, retirePatch } from '../core/nightly/clusters';
 import type { Store } from './db';
 import { annotate } from './annotate';
 import { findById, locateEntry, storedEntries, supersededSinceDeleted } from './tiers';
@@ -37,21 +38,8 @@ export async function restoreEntry(
       );
     }
     if (restored.includes('supersession') && before.kind === 'summary') {
-      const { present, gone } = await storedEntries(store, agentId, before.derivedFrom ?? []);
-      const superseded = present.find((source) => !source.isActive);
-      if (superseded) {
-        throw new ConflictError(
-          `summary ${id} holds ${superseded._id}, which is superseded; restore that entry instead (a night then clusters it again)`,
-          { id, source: superseded._id },
-        );
-      }
-      const supersededDeleted = await supersededSinceDeleted(store, agentId, gone);
-      if (supersededDeleted) {
-        throw new ConflictError(
-          `summary ${id} holds ${supersededDeleted}, which reclaim deleted and a newer fact has superseded since; it cannot be current again`,
-          { id, source: supersededDeleted },
-        );
-      }
+      const stale = await supersededSource(store, agentId, before);
+      if (stale) throw stale;
     }
     await store.ledger.replaceOne(
       { _id: ledgerId, agentId },
@@ -82,10 +70,45 @@ export async function restoreEntry(
     if (!earlier) await store.ledger.deleteOne({ _id: ledgerId, agentId });
     return undefined;
   }
+  if (restored.includes('supersession') && before.kind === 'summary') {
+    // A night may have superseded a source after the look above, and found the summary still
+    // retired: it is retired again here, as that night would have retired it.
+    const stale = await supersededSource(store, agentId, before);
+    if (stale) {
+      await annotate(store, agentId, id, retirePatch);
+      if (!earlier) await store.ledger.deleteOne({ _id: ledgerId, agentId });
+      throw stale;
+    }
+  }
   if (newer !== undefined) {
     await annotate(store, agentId, newer, (e) =>
       e.supersedes === id ? { set: {}, unset: ['supersedes'] } : undefined,
     );
   }
   return { id, tier: copies[0]!.tier, restored };
+}
+
+/** Why a retired summary cannot be current again: a source of it is superseded (docs/invariants.md, Current summaries). */
+async function supersededSource(
+  store: Store,
+  agentId: string,
+  summary: Pick<Entry, '_id' | 'derivedFrom'>,
+): Promise<ConflictError | undefined> {
+  const id = summary._id;
+  const { present, gone } = await storedEntries(store, agentId, summary.derivedFrom ?? []);
+  const superseded = present.find((source) => !source.isActive);
+  if (superseded) {
+    return new ConflictError(
+      `summary ${id} holds ${superseded._id}, which is superseded; restore that entry instead (a night then clusters it again)`,
+      { id, source: superseded._id },
+    );
+  }
+  const deleted = await supersededSinceDeleted(store, agentId, gone);
+  if (deleted) {
+    return new ConflictError(
+      `summary ${id} holds ${deleted}, which reclaim deleted and a newer fact has superseded since; it cannot be current again`,
+      { id, source: deleted },
+    );
+  }
+  return undefined;
 }

@@ -8,6 +8,7 @@ import { awaitsCounting, refreshPolicy } from '../../core/nightly/plans';
 import { reclaimPolicy, type ReclaimStep } from '../../core/nightly/reclaim';
 import { DAY_MS, dayOf, HOUR_MS } from '../../core/salience';
 import { parseConfig } from '../../core/config';
+import { ConflictError } from '../../core/errors';
 import { storeLimitsOf } from '../../store/guard';
 import { CALL_FAN_OUT, openStore, type Store } from '../../store/db';
 import { entriesWithTerm, insertNewEntries, logQuery, settledEntry } from '../../store/entries';
@@ -21,7 +22,7 @@ import {
 import { annotate } from '../../store/annotate';
 import { beginErasure, deleteEntry, endErasure, withdrawErased } from '../../store/erasure';
 import { mongoNight } from '../../store/nightStore';
-import { evictEntry, rehydrateEntry, spillEntries, supersedeEntry } from '../../store/nightly';
+import { evictEntry, rehydrateEntry, retireSummary, spillEntries, supersedeEntry } from '../../store/nightly';
 import type { RunContext } from '../../store/ledger';
 import { restoreEntry } from '../../store/restore';
 import { failOnce, interleaveOnce, observed } from '../support/faults';
@@ -575,6 +576,44 @@ describe('annotations on the real store', () => {
     expect(old.restoredAt).toBe(T0 + 1);
     expect((await store.hot.findOne({ _id: `${a}/new` }))!.supersedes).toBeUndefined();
     expect(await restoreEntry(store, 'another-agent', `${a}/old`, { at: T0 + 3 })).toBeUndefined();
+  });
+
+  it('restore of a retired summary is refused when a night supersedes one of its sources as it writes', async () => {
+    const a = `a-${randomUUID()}`;
+    const office = entry(a, `${a}/office`, 'Office in Paris.', { subject: 'office', attribute: 'city' });
+    const desk = entry(a, `${a}/desk`, 'Desk 12 by the window.');
+    // Retired on an earlier night; its sources are both current again.
+    const summary = entry(a, `${a}/sum`, 'Office in Paris. Desk 12 by the window.', {
+      kind: 'summary',
+      derivedFrom: [office._id, desk._id],
+      isActive: false,
+    });
+    const newer = entry(a, `${a}/office-2`, 'Office in Berlin.', {
+      subject: 'office',
+      attribute: 'city',
+      writtenAt: T0 + 1,
+    });
+    await insertNewEntries(store, [office, desk, summary, newer]);
+    // The night supersedes the office and finds the summary still retired, right before the
+    // restore writes it.
+    const undo = interleaveOnce(
+      store,
+      'hot',
+      'updateOne',
+      async () => {
+        await supersedeEntry(store, ctx(a), office._id, newer._id);
+        await retireSummary(store, ctx(a), summary, { sourceId: office._id, supersededBy: newer._id });
+      },
+      (args) => (args[0] as { _id?: string })._id === summary._id,
+    );
+    const refused = await restoreEntry(store, a, summary._id, { at: T0 + 2 }).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    undo();
+    expect(refused).toBeInstanceOf(ConflictError);
+    expect((await store.hot.findOne({ _id: summary._id }))!.isActive).toBe(false);
+    expect(await store.ledger.countDocuments({ agentId: a, event: 'restore' })).toBe(0);
   });
 
   it('restore finds nothing, and changes nothing, when the entry is deleted as it begins', async () => {
