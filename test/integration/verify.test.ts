@@ -4,6 +4,7 @@ import { DAY_MS, HOUR_MS } from '../../core/salience';
 import type { VerifyReport } from '../../store/verify';
 import { adjustDocumentFrequencies } from '../../store/terms';
 import { runMemgate } from '../support/cli';
+import { interleaveOnce } from '../support/faults';
 import { useTestEnv } from '../support/env';
 
 /**
@@ -145,6 +146,38 @@ describe('memgate verify', () => {
         check: 'term-overcounted',
         detail: 'counted for 1 entries, held by 0 stored entries',
       }),
+    ]);
+  }, 300_000);
+
+  it('names nothing that a write under way completes while it reads', async () => {
+    const { agentId } = await livedIn('verify-in-flight');
+    const { entries } = await env.client.write({
+      agentId,
+      entries: [{ text: 'The courier now leaves at 17:00.', salience: 0.9 }],
+    });
+    const id = entries[0]!.id;
+    // Registered and not yet inserted, as the write path leaves it for a moment; the insert
+    // lands once verify has looked for it.
+    const written = (await env.store.hot.findOne({ _id: id }))!;
+    await env.store.hot.deleteOne({ _id: id });
+    const undo = interleaveOnce(
+      env.store,
+      'tombstones',
+      'find',
+      async () => {
+        await env.store.hot.insertOne(written);
+      },
+      (args) => !('_id' in (args[0] as object)),
+    );
+    try {
+      expect((await env.client.verify({ agentId })).findings).toEqual([]);
+    } finally {
+      undo();
+    }
+    // What stays wrong is named: the same state, the insert never landing.
+    await env.store.hot.deleteOne({ _id: id });
+    expect((await env.client.verify({ agentId })).findings).toEqual([
+      expect.objectContaining({ check: 'unaccounted', id }),
     ]);
   }, 300_000);
 

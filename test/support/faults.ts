@@ -21,7 +21,7 @@ type CallMatch = (args: unknown[]) => boolean;
 /**
  * Run `hook` (given the call's arguments) right before the next matching call of one
  * collection method of a tier, then either let the call through or fail it without reaching
- * the server (a find's at its `toArray`). Later calls go through. Works on a running worker's store too, since
+ * the server (a find's at its `toArray`, or its first document read one at a time). Later calls go through. Works on a running worker's store too, since
  * activities read `store.hot` / `store.cold` at call time. Returns an undo function.
  */
 function interceptOnce(
@@ -54,6 +54,13 @@ function interceptOnce(
         return new Proxy(cursor, {
           get(target, prop) {
             if (prop === 'toArray') return () => intercepted(args, () => target.toArray());
+            // Read a document at a time (store/db.ts, inBatches): the fault sits at the first.
+            if (prop === Symbol.asyncIterator) {
+              return async function* () {
+                await intercepted(args, async () => undefined);
+                yield* target as unknown as AsyncIterable<unknown>;
+              };
+            }
             const value: unknown = Reflect.get(target, prop);
             return typeof value === 'function' ? (value as () => unknown).bind(target) : value;
           },
