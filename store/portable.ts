@@ -186,8 +186,6 @@ class PageWriter {
   private registered = false;
   /** Entries holding each term key, of those written and not yet counted. */
   private readonly termCounts = new Map<string, number>();
-  /** Ids this import wrote: of an entry the export caught mid-move, a copy in each tier. */
-  private readonly written = new Set<string>();
 
   constructor(
     private readonly store: Store,
@@ -213,7 +211,7 @@ class PageWriter {
       const entries = page
         .filter((l): l is EntryLine => l.type === 'entry' && l.tier === tier)
         .map((l) => this.entry(l));
-      const { inserted, seen } = await this.writeEntries(tier, entries);
+      const inserted = await this.writeEntries(tier, entries);
       this.result.imported[tier] += inserted.length;
       await countChanges(
         this.store,
@@ -230,17 +228,10 @@ class PageWriter {
         counts.hot = inHotCount.length;
         if (inHotCount.length > 0) await countWrittenOn(this.store, this.agentId, oldestWriteDay(inHotCount));
       }
-      // An entry mid-move (in both tiers) is one entry: its hot copy registered its id.
-      const alsoHot = await Promise.all(
-        settled.map(
-          (e) => tier === 'cold' && seen.has(e._id) && findById(this.store.hot, this.agentId, e._id),
-        ),
-      );
-      settled.forEach((e, i) => {
-        if (alsoHot[i]) return;
+      for (const e of settled) {
         for (const key of new Set(e.terms.map((t) => termKey(this.agentId, t))))
           this.termCounts.set(key, (this.termCounts.get(key) ?? 0) + 1);
-      });
+      }
     }
     if (this.termCounts.size >= TERMS_PER_COUNT) await this.finish();
     await countImported(this.store, this.agentId, counts);
@@ -346,25 +337,23 @@ class PageWriter {
   }
 
   /**
-   * The entries inserted (none behind a tombstone, docs/invariants.md, Erasure wins; none
-   * already there), and which ids were registered before.
+   * The entries inserted: none behind a tombstone (docs/invariants.md, Erasure wins), none
+   * already there.
    */
-  private async writeEntries(
-    tier: Tier,
-    entries: Entry[],
-  ): Promise<{ inserted: Entry[]; seen: Set<string> }> {
+  private async writeEntries(tier: Tier, entries: Entry[]): Promise<Entry[]> {
     const unique = this.firstOfEach(entries);
-    if (unique.length === 0) return { inserted: [], seen: new Set() };
+    if (unique.length === 0) return [];
     const seen = await this.register(unique.map((e) => e._id));
     const behindTombstone = await Promise.all(
       unique.map((e) => seen.has(e._id) && findById(this.store.tombstones, this.agentId, e._id)),
     );
     const unerased = unique.filter((_, i) => !behindTombstone[i]);
-    // Held in the other tier from before this import: moved there since the export was taken
-    // (or by a night between an interrupted import and its rerun). A second copy would be stale.
+    // One copy of an entry: none beside one in the other tier, whether it moved there since
+    // the export (or a night moved it between an interrupted import and its rerun), or the
+    // export caught it mid-move, in both (hot's, written first, is the one kept).
     const elsewhere = await findByIds(
       tierCollection(this.store, tier === 'hot' ? 'cold' : 'hot'),
-      unerased.filter((e) => seen.has(e._id) && !this.written.has(e._id)).map((e) => e._id),
+      unerased.filter((e) => seen.has(e._id)).map((e) => e._id),
       { agentId: 1 },
     );
     const fresh = unerased.filter((e) => elsewhere.get(e._id)?.agentId !== this.agentId);
@@ -372,7 +361,6 @@ class PageWriter {
     const existing = await insertIgnoringExisting(tierCollection(this.store, tier), fresh);
     this.result.skipped += existing.size;
     const inserted = fresh.filter((e) => !existing.has(e._id));
-    for (const e of inserted) this.written.add(e._id);
     // Erasure wins (docs/invariants.md): a forget of a held id that landed after the look above
     // finds this copy gone only if it is withdrawn now.
     const withdrawn = await withdrawErased(
@@ -381,7 +369,7 @@ class PageWriter {
       inserted.filter((e) => seen.has(e._id)).map((e) => e._id),
     );
     this.result.skipped += withdrawn.size;
-    return { inserted: inserted.filter((e) => !withdrawn.has(e._id)), seen };
+    return inserted.filter((e) => !withdrawn.has(e._id));
   }
 
   /** A page's records, the first of each id: a repeated one is skipped. */

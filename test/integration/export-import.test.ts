@@ -19,6 +19,7 @@ import { episode } from '../support/memories';
 import { expectCensusKept } from '../support/census';
 import { expectVerified } from '../support/verify';
 import { spillStep } from '../support/reclaimSteps';
+import { failOnce } from '../support/faults';
 import { spillEntries } from '../../store/nightly';
 
 /**
@@ -457,6 +458,38 @@ describe('memgate export and import', () => {
     const into = env.agent('export-summary-target');
     expect((await importFile(into, await exportToFile(agentId, 'summary.jsonl'))).code).toBe(0);
     expect((await tierCounts(env.store, into)).hot).toBe((await tierCounts(env.store, agentId)).hot);
+  }, 300_000);
+
+  it('imports one copy of an entry the export caught mid-move, counted once', async () => {
+    const agentId = env.agent('export-mid-move');
+    await env.client.write({
+      agentId,
+      entries: ['Dock 7 closes at noon on Fridays.', 'The lab door code changes monthly.'].map((text, i) => ({
+        text,
+        salience: 0.9,
+        writtenAt: dayAt(0, 9 + i),
+      })),
+    });
+    await env.client.consolidate({ agentId, asOf: dayAt(1, 3) });
+    // A spill stopped between its copy to cold and its delete from hot.
+    const moving = (await env.store.hot.findOne({ agentId }))!;
+    failOnce(env.store, 'hot', 'deleteMany');
+    const night = { agentId, asOf: dayAt(2, 3), runId: `${agentId}@stopped` };
+    await expect(
+      spillEntries(env.store, night, [{ step: spillStep(moving._id), entry: moving }]),
+    ).rejects.toThrow(/injected/);
+    expect(await env.store.cold.countDocuments({ _id: moving._id })).toBe(1);
+
+    const into = env.agent('export-mid-move-target');
+    const run = await importFile(into, await exportToFile(agentId, 'mid-move.jsonl'));
+    expect(run.code).toBe(0);
+    expect(JSON.parse(run.stdout)).toMatchObject({ imported: { hot: 2, cold: 0 }, skipped: 1 });
+    const id = importedId(agentId, into, moving._id);
+    expect(await env.store.hot.countDocuments({ _id: id })).toBe(1);
+    expect(await env.store.cold.countDocuments({ _id: id })).toBe(0);
+    expect((await tierCounts(env.store, into)).cold).toBe(0);
+    await expectVerified(env, into);
+    await expectCensusKept(env.store, into);
   }, 300_000);
 
   it('imports no second copy of an entry the agent moved to the other tier since the export', async () => {
