@@ -13,7 +13,7 @@ import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
  * - `in-both-tiers`: a move left two copies (an interrupted move, until a night finishes it).
  * - `resurrected`: an entry is stored although a tombstone says it was deleted or erased.
  * - `erased-content`: an erased entry's content or id lives on in a summary built from it, in
- *   the query log, or in its tombstone's terms.
+ *   the query log, in its tombstone's terms, or as its embedding.
  * - `stand-in-missing` / `stand-in-inactive` / `stand-in-not-lossless`: an eviction tombstone
  *   names a summary that is gone, or no longer active without the tombstone saying it was
  *   retired, or that lacks an atom of the deleted entry although it claimed to hold them all.
@@ -255,6 +255,12 @@ async function verifyErased(store: Store, agentId: string, stone: Tombstone, rep
   }
   const queries = await store.queries.find({ agentId, hitIds: id }, { projection: { _id: 1 } }).toArray();
   if (queries.length > 0) found(`${queries.length} logged recalls returned it`);
+  // Its record may stay (the vector feed numbers it); its embedding may not.
+  const vector = await store.vectors.findOne(
+    { _id: id, agentId, vector: { $exists: true } },
+    { projection: { _id: 1 } },
+  );
+  if (vector) found('its embedding is still stored');
 }
 
 /** Each counted term of the agent is held by as many stored entries (either tier) as it counts. */

@@ -71,7 +71,9 @@ describe('memgate verify', () => {
     await env.store.hot.deleteOne({ _id: vanished._id });
     await env.store.cold.insertOne(doubled);
     const erased = (await env.store.tombstones.findOne({ agentId, reason: 'erased' }))!;
-    await env.store.cold.insertOne({ ...doubled, _id: erased._id, text: 'The lab door code is 4471.' });
+    // Awaiting no work: embedded again, it would be named for its vector as well.
+    const { pending: _pending, ...settled } = doubled;
+    await env.store.cold.insertOne({ ...settled, _id: erased._id, text: 'The lab door code is 4471.' });
 
     const { code, report } = await verifyCli(agentId);
     expect(code).toBe(1);
@@ -146,6 +148,18 @@ describe('memgate verify', () => {
         check: 'term-overcounted',
         detail: 'counted for 1 entries, held by 0 stored entries',
       }),
+    ]);
+  }, 300_000);
+
+  it("names an erased entry's vector left in the store", async () => {
+    const { agentId } = await livedIn('verify-vector');
+    const erased = (await env.store.tombstones.findOne({ agentId, reason: 'erased' }))!;
+    expect((await env.client.verify({ agentId })).findings).toEqual([]);
+    // What a forget stopped between its delete and its drop of the vector would leave.
+    const kept = (await env.store.vectors.findOne({ agentId, vector: { $exists: true } }))!;
+    await env.store.vectors.updateOne({ _id: erased._id }, { $set: { vector: kept.vector! } });
+    expect((await env.client.verify({ agentId })).findings).toEqual([
+      expect.objectContaining({ check: 'erased-content', id: erased._id }),
     ]);
   }, 300_000);
 
