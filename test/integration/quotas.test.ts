@@ -170,5 +170,8 @@ async function leaveClaim(keyId: string, kind: 'agent' | 'window', id: string, m
 
 /** Every claim of the key made long enough ago to have settled. */
 async function ageClaims(keyId: string): Promise<void> {
-  await env.store.keyClaims.updateMany({ keyId }, { $set: { at: Date.now() - 10 * env.config.writeTimeoutMs } });
+  await env.store.keyClaims.updateMany(
+    { keyId },
+    { $set: { at: Date.now() - 10 * env.config.writeTimeoutMs } },
+  );
 }
