@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Entry } from '../../core/entry';
+import type { Store } from '../../store/db';
 import { DAY_MS, HOUR_MS } from '../../core/salience';
 import { failOnce, interleaveOnce } from '../support/faults';
 import { useTestEnv } from '../support/env';
@@ -66,6 +67,19 @@ function forgetBeforeSummaryWrite(agentId: string, ids: string[]): () => void {
 
 /** Matches an insert that writes the entry `id`. */
 const insertOf = (id: string) => (args: unknown[]) => (args[0] as Entry[]).some((d) => d._id === id);
+
+/** The secret is forgotten right before `store` next inserts it into hot. */
+function forgetBeforeInsert(store: Store, agentId: string, secret: string): () => void {
+  return interleaveOnce(
+    store,
+    'hot',
+    'insertMany',
+    async () => {
+      await env.client.forget({ agentId, entryId: secret });
+    },
+    insertOf(secret),
+  );
+}
 
 /** The secret first (the oldest write, so reclaim spills it first), then five more. */
 async function agentWithSecret(name: string): Promise<{ agentId: string; secret: string }> {
@@ -241,15 +255,7 @@ describe('a replayed write (same id) racing the entry it repeats', () => {
   // side runs right before that insert.
   it('past the replay guard while forget erases it: the entry stays erased', async () => {
     const { agentId, secret } = await agentWithSecret('replay-forget');
-    const undo = interleaveOnce(
-      env.worker.store,
-      'hot',
-      'insertMany',
-      async () => {
-        await env.client.forget({ agentId, entryId: secret });
-      },
-      insertOf(secret),
-    );
+    const undo = forgetBeforeInsert(env.worker.store, agentId, secret);
     try {
       const replay = await env.client.write(secretWrite(agentId));
       expect(replay.entries).toEqual([{ id: secret, status: 'deleted' }]);
@@ -288,15 +294,7 @@ describe('an import racing forget of an entry it holds', () => {
     let exported = '';
     for await (const chunk of exportChunks(env.store, agentId, Date.now())) exported += chunk;
     // Held when the import looks for an erasure, forgotten right before it writes its copy.
-    const undo = interleaveOnce(
-      env.store,
-      'hot',
-      'insertMany',
-      async () => {
-        await env.client.forget({ agentId, entryId: secret });
-      },
-      insertOf(secret),
-    );
+    const undo = forgetBeforeInsert(env.store, agentId, secret);
     try {
       const lines = exported.trimEnd().split('\n');
       await importExport(

@@ -56,6 +56,20 @@ function fact(agentId: string, id: string, text: string, extra: Partial<Entry> =
   return { ...base, ...extra };
 }
 
+/** Reclaim deletes `entry` on the first night, `summary` standing in for it losslessly. */
+async function evictBehind(entry: Entry, summary: Entry): Promise<void> {
+  const night = { agentId: entry.agentId, asOf: T0 + 86_400_000, runId: `${entry.agentId}@night1` };
+  const step = {
+    id: entry._id,
+    action: 'evict',
+    why: 'dead: gated, refresh window elapsed, subsumed losslessly',
+    rank: 0,
+    inputs: {},
+    standIn: { summaryId: summary._id, lossy: false },
+  } as unknown as ReclaimStep;
+  expect(await evictEntry(store, night, entry, step)).toBe(true);
+}
+
 describe('a retired summary standing in for an evicted entry', () => {
   it('marks the tombstone retired, keeps the facts reachable, and verify passes', async () => {
     const a = `retired-${randomUUID().slice(0, 8)}`;
@@ -108,16 +122,7 @@ describe('a retired summary standing in for an evicted entry', () => {
       pending: [],
     });
     await insertNewEntries(store, [older, sibling, summary]);
-    const night1 = { agentId: a, asOf: T0 + 86_400_000, runId: `${a}@night1` };
-    const step = {
-      id: older._id,
-      action: 'evict',
-      why: 'dead: gated, refresh window elapsed, subsumed losslessly',
-      rank: 0,
-      inputs: {},
-      standIn: { summaryId: summary._id, lossy: false },
-    } as unknown as ReclaimStep;
-    expect(await evictEntry(store, night1, older, step)).toBe(true);
+    await evictBehind(older, summary);
 
     // Days later the retention changes; the 14-day fact is gone, but its stand-in still says it.
     const newer = fact(a, `${a}-newer`, 'Backups are kept for 30 days.', {
@@ -160,16 +165,7 @@ describe('a retired summary standing in for an evicted entry', () => {
       pending: [],
     });
     await insertNewEntries(store, [older, summary]);
-    const night = { agentId: a, asOf: T0 + 86_400_000, runId: `${a}@night1` };
-    const step = {
-      id: older._id,
-      action: 'evict',
-      why: 'dead: gated, refresh window elapsed, subsumed losslessly',
-      rank: 0,
-      inputs: {},
-      standIn: { summaryId: summary._id, lossy: false },
-    } as unknown as ReclaimStep;
-    expect(await evictEntry(store, night, older, step)).toBe(true);
+    await evictBehind(older, summary);
     expect((await verifyStore(store, { agentId: a, batch: 10 })).findings).toEqual([]);
     // A newer fact, its night's supersede phase lost: the summary still says 14 days.
     await insertNewEntries(store, [
