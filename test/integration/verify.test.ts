@@ -188,6 +188,25 @@ describe('memgate verify', () => {
     } finally {
       undo();
     }
+    // A count that stays wrong is named though the first reading met a write under way.
+    await adjustDocumentFrequencies(env.store, agentId, [['zeppelin']], 1);
+    await env.store.hot.deleteOne({ _id: id });
+    const again = interleaveOnce(
+      env.store,
+      'tombstones',
+      'find',
+      async () => {
+        await env.store.hot.insertOne(written);
+      },
+      (args) => !('_id' in (args[0] as object)),
+    );
+    try {
+      expect((await env.client.verify({ agentId })).findings).toEqual([
+        expect.objectContaining({ check: 'term-overcounted' }),
+      ]);
+    } finally {
+      again();
+    }
     // What stays wrong is named: the same state, the insert never landing.
     await env.store.hot.deleteOne({ _id: id });
     expect((await env.client.verify({ agentId })).findings).toEqual([
