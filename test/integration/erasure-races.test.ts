@@ -6,6 +6,7 @@ import { failOnce, interleaveOnce } from '../support/faults';
 import { useTestEnv } from '../support/env';
 import { exportChunks, importExport } from '../../store/portable';
 import { expectVerified } from '../support/verify';
+import { expectCensusKept } from '../support/census';
 
 /**
  * Erasure wins over a nightly run of the same agent under way (docs/invariants.md, Erasure wins):
@@ -309,5 +310,7 @@ describe('an import racing forget of an entry it holds', () => {
       undo();
     }
     await expectErased(agentId, secret);
+    // Counted in by the import, counted out by its withdrawal: the census holds.
+    await expectCensusKept(env.store, agentId);
   }, 300_000);
 });
