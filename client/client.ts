@@ -39,7 +39,7 @@ import {
 } from '../store/browse';
 import { assertInScope, type KeyScope } from '../core/keys';
 import { authenticate } from '../store/keys';
-import { claimForKey, releaseForKey, releaseWindowClaims, settledClaims } from '../store/quotas';
+import { claimForKey, releaseUnheld, releaseWindowClaims, settledClaims } from '../store/quotas';
 import type { Config } from '../core/config';
 import {
   agentIdSchema,
@@ -579,12 +579,13 @@ export class MemgateClient {
    */
   async claimForKey(scope: KeyScope, kind: QuotaKind, id: string): Promise<void> {
     const max = kind === 'agent' ? this.config.keyMaxAgents : this.config.keyMaxWindows;
+    const settlesIn = this.config.writeTimeoutMs;
     const claim = () =>
-      typed(() => claimForKey(this.store, { keyId: scope.keyId, kind, id, max, at: Date.now() }));
+      typed(() => claimForKey(this.store, { keyId: scope.keyId, kind, id, max, at: Date.now(), settlesIn }));
     try {
       await claim();
     } catch (err) {
-      if (!(err instanceof QuotaExceededError) || (await this.releaseUnheld(scope.keyId, kind)) === 0)
+      if (!(err instanceof QuotaExceededError) || (await this.releaseUnheldPlaces(scope.keyId, kind)) === 0)
         throw err;
       await claim();
     }
@@ -593,21 +594,22 @@ export class MemgateClient {
   /**
    * Gives back the key's places that nothing holds: claims counted for a call that then failed
    * or was refused (a write the agent's workflow refused, an open the server never took).
-   * Only claims older than the write deadline are looked at, so a call still under way keeps
-   * its place. A write that lands after all has its agent claimed again by the key's next
-   * write for it. Returns how many places it gave back.
+   * Only claims no call has renewed within the write deadline are looked at, and each is given
+   * back only if still so, so a call under way keeps its place. A write that lands after all
+   * has its agent claimed again by the key's next write for it. Returns how many it gave back.
    */
-  private async releaseUnheld(keyId: string, kind: QuotaKind): Promise<number> {
-    const settled = await typed(() =>
-      settledClaims(this.store, keyId, kind, Date.now() - this.config.writeTimeoutMs),
-    );
+  private async releaseUnheldPlaces(keyId: string, kind: QuotaKind): Promise<number> {
+    const before = Date.now() - this.config.writeTimeoutMs;
+    const settled = await typed(() => settledClaims(this.store, keyId, kind, before));
     const held =
       kind === 'agent'
         ? await typed(() => agentsRegistered(this.store, settled))
         : await openSessions(this.temporal, settled);
-    const unheld = settled.filter((id) => !held.has(id));
-    for (const id of unheld) await typed(() => releaseForKey(this.store, keyId, kind, id));
-    return unheld.length;
+    let released = 0;
+    for (const id of settled.filter((s) => !held.has(s))) {
+      if (await typed(() => releaseUnheld(this.store, keyId, kind, id, before))) released++;
+    }
+    return released;
   }
 
   /** A window closed (by this key, another, or none): every key that opened it gets its place back. */

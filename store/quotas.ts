@@ -25,13 +25,19 @@ const CLAIM_TRIES = 40;
  */
 export async function claimForKey(
   store: Store,
-  claim: { keyId: string; kind: QuotaKind; id: string; max: number; at: number },
+  claim: { keyId: string; kind: QuotaKind; id: string; max: number; at: number; settlesIn: number },
 ): Promise<void> {
   const { keyId, kind, id } = claim;
   const _id = claimId(keyId, kind, id);
   for (let attempt = 0; attempt < CLAIM_TRIES; attempt++) {
     const held = await store.keyClaims.findOne({ _id });
-    if (held?.counted) return;
+    if (held?.counted) {
+      // Each call under way keeps its claim young, so `releaseUnheld` leaves it be; renewed
+      // once per half `settlesIn`, not on every call.
+      if (claim.at - held.at >= claim.settlesIn / 2)
+        await store.keyClaims.updateOne({ _id, counted: true }, { $set: { at: claim.at } });
+      return;
+    }
     if (held && Date.now() - held.at < ABANDONED_MS) {
       await new Promise((done) => setTimeout(done, CLAIM_WAIT_MS));
       continue;
@@ -120,6 +126,26 @@ export async function settledClaims(
   const claims = await store.keyClaims.find({ keyId, kind }, { projection: { at: 1, counted: 1 } }).toArray();
   const prefix = claimId(keyId, kind, '').length;
   return claims.filter((c) => c.counted && c.at < before).map((c) => c._id.slice(prefix));
+}
+
+/**
+ * The key gives back a place nothing holds, unless a call claimed it again since `before`
+ * (a write under way for the agent). True when it was given back.
+ */
+export async function releaseUnheld(
+  store: Store,
+  keyId: string,
+  kind: QuotaKind,
+  id: string,
+  before: number,
+): Promise<boolean> {
+  const { deletedCount } = await store.keyClaims.deleteOne({
+    _id: claimId(keyId, kind, id),
+    counted: true,
+    at: { $lt: before },
+  });
+  if (deletedCount) await store.keyQuotas.updateOne({ _id: quotaId(keyId, kind) }, { $inc: { n: -1 } });
+  return deletedCount === 1;
 }
 
 /** Erasing an agent: no key's claim names it any more, and each key gets its count back. */

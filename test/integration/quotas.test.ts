@@ -8,6 +8,7 @@ import { buildHttpServer } from '../../server/http';
 import { buildMcpServer } from '../../server/mcp';
 import { createKey } from '../../store/keys';
 import { claimForKey } from '../../store/quotas';
+import { interleaveOnce } from '../support/faults';
 import { startTestEnv, type TestEnv } from '../support/env';
 
 /**
@@ -151,6 +152,32 @@ describe('quotas per key', () => {
     expect((await write(own.key, a, 'a writes on')).status).toBe(200);
   });
 
+  it('takes back no place whose agent a write under way is writing for', async () => {
+    const own = await createKey(env.store, '*', Date.now());
+    const [a, b, c] = [env.agent('q-busy-a'), env.agent('q-resent-b'), env.agent('q-busy-c')];
+    expect((await write(own.key, a, 'a real agent')).status).toBe(200);
+    // B's first write was sent long ago and not acknowledged; the caller sends it again, and
+    // while that write is under way, a write for C finds the key at its quota.
+    await leaveClaim(own.keyId, 'agent', b, 2);
+    let forC: number | undefined;
+    const undo = interleaveOnce(
+      env.worker.store,
+      'agents',
+      'updateOne',
+      async () => {
+        forC = (await write(own.key, c, 'one too many')).status;
+      },
+      // B's workflow registers B before its first write.
+      (args) => (args[0] as { _id: string })._id === b,
+    );
+    try {
+      expect((await write(own.key, b, 'sent again')).status).toBe(200);
+    } finally {
+      undo();
+    }
+    expect(forC).toBe(403);
+  });
+
   it('takes back, once at the quota, a place that no open window of the key holds', async () => {
     const own = await createKey(env.store, '*', Date.now());
     const [never, open] = [env.agent('never-opened'), env.agent('really-open')];
@@ -165,7 +192,8 @@ describe('quotas per key', () => {
 
 /** A claim counted as a call that failed after its claim leaves it, made long enough ago to have settled. */
 async function leaveClaim(keyId: string, kind: 'agent' | 'window', id: string, max: number): Promise<void> {
-  await claimForKey(env.store, { keyId, kind, id, max, at: Date.now() - 10 * env.config.writeTimeoutMs });
+  const settlesIn = env.config.writeTimeoutMs;
+  await claimForKey(env.store, { keyId, kind, id, max, at: Date.now() - 10 * settlesIn, settlesIn });
 }
 
 /** Every claim of the key made long enough ago to have settled. */

@@ -2,7 +2,7 @@ import type { Tier } from '../../core/entry';
 import type { Store } from '../../store/db';
 
 /** The collections a fault can sit in front of. */
-type Faultable = Tier | 'tombstones' | 'vectors' | 'vectorFeeds' | 'keyClaims' | 'ledger';
+type Faultable = Tier | 'tombstones' | 'vectors' | 'vectorFeeds' | 'keyClaims' | 'ledger' | 'agents';
 
 type Method =
   | 'find'
