@@ -55,6 +55,7 @@ const tombstoneLineSchema = z.strictObject({
   subject: wellFormedString.optional(),
   attribute: wellFormedString.optional(),
   writtenAt: instant.optional(),
+  restoredAt: instant.optional(),
   atoms: z.array(wellFormedString).optional(),
   runId: wellFormedString.optional(),
 });

@@ -65,6 +65,8 @@ export interface Tombstone {
   subject?: string;
   attribute?: string;
   writtenAt?: number;
+  /** The evicted fact's restore: a fact written before it does not supersede it. */
+  restoredAt?: number;
   /** An evicted entry's fact atoms: what a lossless stand-in must hold (`memgate verify`). */
   atoms?: string[];
   runId?: string;

@@ -204,7 +204,14 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       const stones = await store.tombstones.find({ agentId, subject }).toArray();
       return stones.flatMap((t) =>
         t.attribute !== undefined && t.writtenAt !== undefined
-          ? [{ id: t._id, attribute: t.attribute, writtenAt: t.writtenAt }]
+          ? [
+              {
+                id: t._id,
+                attribute: t.attribute,
+                writtenAt: t.writtenAt,
+                ...(t.restoredAt !== undefined && { restoredAt: t.restoredAt }),
+              },
+            ]
           : [],
       );
     },

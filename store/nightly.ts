@@ -382,7 +382,12 @@ export async function evictEntry(
     deletedAt: ctx.asOf,
     ...(step.standIn ? { standIn: step.standIn } : {}),
     ...(entry.subject !== undefined && entry.attribute !== undefined
-      ? { subject: entry.subject, attribute: entry.attribute, writtenAt: entry.writtenAt }
+      ? {
+          subject: entry.subject,
+          attribute: entry.attribute,
+          writtenAt: entry.writtenAt,
+          ...(entry.restoredAt !== undefined && { restoredAt: entry.restoredAt }),
+        }
       : {}),
     atoms: entry.atoms,
     runId: ctx.runId,

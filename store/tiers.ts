@@ -135,7 +135,14 @@ export async function supersededSinceDeleted(
   for (const subject of new Set(stones.flatMap((t) => (t.subject === undefined ? [] : [t.subject])))) {
     const evicted = stones.flatMap((t) =>
       t.subject === subject && t.attribute !== undefined && t.writtenAt !== undefined
-        ? [{ id: t._id, attribute: t.attribute, writtenAt: t.writtenAt }]
+        ? [
+            {
+              id: t._id,
+              attribute: t.attribute,
+              writtenAt: t.writtenAt,
+              ...(t.restoredAt !== undefined && { restoredAt: t.restoredAt }),
+            },
+          ]
         : [],
     );
     const facts = (

@@ -242,6 +242,8 @@ export interface EvictedFact {
   id: string;
   attribute: string;
   writtenAt: number;
+  /** Restored before it was deleted: facts written before this do not supersede it. */
+  restoredAt?: number;
 }
 
 /**
@@ -249,7 +251,7 @@ export interface EvictedFact {
  * stored is left to mark superseded, but a summary standing in for one still asserts its
  * value, so it must be retired like the summary of a stored superseded fact
  * (docs/invariants.md, Current summaries). Each is paired with the earliest current fact
- * written after it.
+ * written after it, and after its restore if it was restored (as planSupersession).
  */
 export function supersededWhileEvicted(
   evicted: readonly EvictedFact[],
@@ -258,7 +260,13 @@ export function supersededWhileEvicted(
   const out: { sourceId: string; supersededBy: string }[] = [];
   for (const e of evicted) {
     const newer = facts
-      .filter((f) => f.isActive && f.attribute === e.attribute && f.writtenAt > e.writtenAt)
+      .filter(
+        (f) =>
+          f.isActive &&
+          f.attribute === e.attribute &&
+          f.writtenAt > e.writtenAt &&
+          f.writtenAt > (e.restoredAt ?? -Infinity),
+      )
       .sort((a, b) => a.writtenAt - b.writtenAt || (a._id < b._id ? -1 : 1))[0];
     if (newer) out.push({ sourceId: e.id, supersededBy: newer._id });
   }

@@ -27,6 +27,14 @@ describe('supersededWhileEvicted', () => {
     ]);
   });
 
+  it('as the stored rule, a fact restored before it was deleted is superseded only by one written after its restore', () => {
+    const evicted = [{ id: 'restored', attribute: 'retention', writtenAt: 10, restoredAt: 30 }];
+    expect(supersededWhileEvicted(evicted, [f('before-restore', 'retention', 20)])).toEqual([]);
+    expect(
+      supersededWhileEvicted(evicted, [f('before-restore', 'retention', 20), f('after', 'retention', 40)]),
+    ).toEqual([{ sourceId: 'restored', supersededBy: 'after' }]);
+  });
+
   it('finds nothing without a newer current fact', () => {
     expect(supersededWhileEvicted([{ id: 'x', attribute: 'a', writtenAt: 9 }], [f('y', 'a', 9)])).toEqual([]);
   });
