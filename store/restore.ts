@@ -76,8 +76,14 @@ export async function restoreEntry(
     const stale = await supersededSource(store, agentId, before);
     if (stale) {
       await annotate(store, agentId, id, retirePatch);
-      if (!earlier) await store.ledger.deleteOne({ _id: ledgerId, agentId });
-      throw stale;
+      // The record says what stands, on this attempt or a retry of it: a renewal, or nothing.
+      const stands = restored.filter((r) => r !== 'supersession');
+      if (stands.length === 0) {
+        await store.ledger.deleteOne({ _id: ledgerId, agentId });
+        throw stale;
+      }
+      await store.ledger.updateOne({ _id: ledgerId, agentId }, { $set: { 'inputs.restored': stands } });
+      return { id, tier: copies[0]!.tier, restored: stands };
     }
   }
   if (newer !== undefined) {

@@ -614,6 +614,27 @@ describe('annotations on the real store', () => {
     expect(refused).toBeInstanceOf(ConflictError);
     expect((await store.hot.findOne({ _id: summary._id }))!.isActive).toBe(false);
     expect(await store.ledger.countDocuments({ agentId: a, event: 'restore' })).toBe(0);
+
+    // An attempt that stopped before its second look leaves the summary current and its
+    // record; the retry retires it and leaves no record of a restore that does not stand.
+    await annotate(store, a, desk._id, (e) =>
+      e.isActive ? undefined : { set: { isActive: true }, unset: [] },
+    );
+    await annotate(store, a, office._id, (e) =>
+      e.isActive ? undefined : { set: { isActive: true }, unset: ['supersededBy'] },
+    );
+    let reads = 0;
+    const stop = failOnce(store, 'hot', 'find', undefined, (args) => {
+      const filter = args[0] as { _id?: { $in?: string[] } };
+      return (filter._id?.$in?.includes(office._id) ?? false) && ++reads === 2;
+    });
+    await expect(restoreEntry(store, a, summary._id, { at: T0 + 3 })).rejects.toThrow(/injected/);
+    stop();
+    expect((await store.hot.findOne({ _id: summary._id }))!.isActive).toBe(true);
+    await supersedeEntry(store, ctx(a), office._id, newer._id);
+    await expect(restoreEntry(store, a, summary._id, { at: T0 + 3 })).rejects.toBeInstanceOf(ConflictError);
+    expect((await store.hot.findOne({ _id: summary._id }))!.isActive).toBe(false);
+    expect(await store.ledger.countDocuments({ agentId: a, event: 'restore' })).toBe(0);
   });
 
   it('restore finds nothing, and changes nothing, when the entry is deleted as it begins', async () => {
