@@ -5,6 +5,7 @@ import type { VerifyReport } from '../../store/verify';
 import { adjustDocumentFrequencies } from '../../store/terms';
 import { runMemgate } from '../support/cli';
 import { interleaveOnce } from '../support/faults';
+import { untilHotEmbedded } from '../support/embedded';
 import { useTestEnv } from '../support/env';
 
 /**
@@ -45,6 +46,19 @@ async function verifyCli(agentId: string): Promise<{ code: number; report: Verif
   return { code: run.code, report: JSON.parse(run.stdout) as VerifyReport };
 }
 
+/** `entry` is inserted once verify has looked for its id: right before it reads the tombstones. */
+function insertOnceLooked(entry: Entry): () => void {
+  return interleaveOnce(
+    env.store,
+    'tombstones',
+    'find',
+    async () => {
+      await env.store.hot.insertOne(entry);
+    },
+    (args) => !('_id' in (args[0] as object)),
+  );
+}
+
 describe('memgate verify', () => {
   it('passes on a store the lifecycle left, and exits 0', async () => {
     const { agentId, ids } = await livedIn('verify-ok');
@@ -66,6 +80,8 @@ describe('memgate verify', () => {
 
   it('names an entry that vanished, one in both tiers, and one back from behind a tombstone; exits 1', async () => {
     const { agentId } = await livedIn('verify-broken');
+    // Embedded first: an embedding under way would meet the erased entry put back below.
+    await untilHotEmbedded(env.store, agentId);
     const hot = await env.store.hot.find({ agentId, kind: { $ne: 'summary' } }).toArray();
     const [vanished, doubled] = hot as [Entry, Entry];
     await env.store.hot.deleteOne({ _id: vanished._id });
@@ -174,15 +190,7 @@ describe('memgate verify', () => {
     // lands once verify has looked for it.
     const written = (await env.store.hot.findOne({ _id: id }))!;
     await env.store.hot.deleteOne({ _id: id });
-    const undo = interleaveOnce(
-      env.store,
-      'tombstones',
-      'find',
-      async () => {
-        await env.store.hot.insertOne(written);
-      },
-      (args) => !('_id' in (args[0] as object)),
-    );
+    const undo = insertOnceLooked(written);
     try {
       expect((await env.client.verify({ agentId })).findings).toEqual([]);
     } finally {
@@ -191,15 +199,7 @@ describe('memgate verify', () => {
     // A count that stays wrong is named though the first reading met a write under way.
     await adjustDocumentFrequencies(env.store, agentId, [['zeppelin']], 1);
     await env.store.hot.deleteOne({ _id: id });
-    const again = interleaveOnce(
-      env.store,
-      'tombstones',
-      'find',
-      async () => {
-        await env.store.hot.insertOne(written);
-      },
-      (args) => !('_id' in (args[0] as object)),
-    );
+    const again = insertOnceLooked(written);
     try {
       expect((await env.client.verify({ agentId })).findings).toEqual([
         expect.objectContaining({ check: 'term-overcounted' }),
