@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Entry, Tier } from '../core/entry';
 import { registeredAgents } from './agents';
 import { inBatches, isErasure, type Store, type Tombstone } from './db';
-import { supersededSinceDeleted, TIERS, tierCollection } from './tiers';
+import { storedEntries, supersededSinceDeleted, TIERS, tierCollection } from './tiers';
 import type { SavedMeta } from './vectorIndexes';
 import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
 
@@ -204,18 +204,8 @@ async function verifySummaryCurrent(
   summary: StoredView,
   report: VerifyReport,
 ): Promise<void> {
-  const gone: string[] = [];
-  for (const sourceId of summary.derivedFrom ?? []) {
-    let source: { isActive: boolean } | null = null;
-    for (const tier of TIERS) {
-      source ??= await tierCollection(store, tier).findOne(
-        { _id: sourceId, agentId },
-        { projection: { isActive: 1 } },
-      );
-    }
-    if (!source) gone.push(sourceId);
-    else if (!source.isActive) notCurrent(sourceId, 'which is superseded');
-  }
+  const { present, gone } = await storedEntries(store, agentId, summary.derivedFrom ?? []);
+  for (const source of present) if (!source.isActive) notCurrent(source._id, 'which is superseded');
   const deleted = await supersededSinceDeleted(store, agentId, gone);
   if (deleted) notCurrent(deleted, 'which reclaim deleted and a newer fact has superseded since');
 
