@@ -192,17 +192,23 @@ export function refusedLine(lineNo: number, why: string, issues: Issue[] = []) {
 /**
  * The order an export's lines come in: the header first, tombstones before entries (so an
  * entry a tombstone covers is never written, docs/invariants.md, Erasure wins), nothing after
- * the end line, whose count must match. Pure: the import feeds it every line in turn.
+ * the end line, whose count must match. A blank line carries no record and is passed over: an
+ * editor's final newline or a shell's concatenation leaves them. Pure: the import feeds it
+ * every line in turn, and its refusals name the line of the input.
  */
 export class ExportReader {
   private seenEntry = false;
   private records = 0;
   private ended = false;
   private lines = 0;
+  private seenLine = false;
 
-  /** The next line, parsed and checked, or InvalidInputError naming its line number. */
-  read(text: string): ExportLine {
+  /** The next line, parsed and checked; undefined for a blank one; or InvalidInputError naming its line number. */
+  read(text: string): ExportLine | undefined {
     const lineNo = ++this.lines;
+    if (text.trim() === '') return undefined;
+    const first = !this.seenLine;
+    this.seenLine = true;
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -214,8 +220,8 @@ export class ExportReader {
       throw refusedLine(lineNo, 'not a line of the export format', zodIssues(parsed.error));
     const line = parsed.data;
     if (this.ended) throw refusedLine(lineNo, 'a line after the end line');
-    if ((lineNo === 1) !== (line.type === 'header')) {
-      throw refusedLine(lineNo, lineNo === 1 ? 'the first line must be the header' : 'a second header');
+    if (first !== (line.type === 'header')) {
+      throw refusedLine(lineNo, first ? 'the first line must be the header' : 'a second header');
     }
     if (line.type === 'tombstone') {
       if (this.seenEntry) throw refusedLine(lineNo, 'a tombstone after an entry: tombstones come first');
@@ -240,7 +246,7 @@ export class ExportReader {
     if (!this.ended) {
       throw refusedLine(
         this.lines + 1,
-        this.lines === 0 ? 'the input is empty' : 'the export ends without its end line: it was cut off',
+        this.seenLine ? 'the export ends without its end line: it was cut off' : 'the input is empty',
       );
     }
   }

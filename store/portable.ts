@@ -85,6 +85,7 @@ export interface ImportResult {
   from: string;
   /** Whether the ids are the export's own (the same agent); else each is mapped (docs/export.md). */
   idsKept: boolean;
+  /** The input's lines, blank ones included, as a refusal numbers them. */
   lines: number;
   imported: { tombstones: number; hot: number; cold: number };
   /** Records whose id the agent already held, or held behind a tombstone: left as they were. */
@@ -143,6 +144,7 @@ export async function importExport(
     for await (const text of lines) {
       const line = reader.read(text);
       result.lines++;
+      if (line === undefined) continue;
       if (line.type === 'header') {
         const from = line.agentId;
         result.from = from;
