@@ -39,7 +39,13 @@ import {
 } from '../store/browse';
 import { assertInScope, type KeyScope } from '../core/keys';
 import { authenticate } from '../store/keys';
-import { claimForKey, releaseUnheld, releaseWindowClaims, settledClaims } from '../store/quotas';
+import {
+  claimForKey,
+  releaseUnheld,
+  releaseWindowClaims,
+  settledClaims,
+  unrenewedBefore,
+} from '../store/quotas';
 import type { Config } from '../core/config';
 import {
   agentIdSchema,
@@ -594,12 +600,12 @@ export class MemgateClient {
   /**
    * Gives back the key's places that nothing holds: claims counted for a call that then failed
    * or was refused (a write the agent's workflow refused, an open the server never took).
-   * Only claims no call has renewed within the write deadline are looked at, and each is given
-   * back only if still so, so a call under way keeps its place. A write that lands after all
-   * has its agent claimed again by the key's next write for it. Returns how many it gave back.
+   * Only claims no call under way can hold are looked at (`unrenewedBefore`), and each is
+   * given back only if still so. A write that lands after all has its agent claimed again by
+   * the key's next write for it. Returns how many it gave back.
    */
   private async releaseUnheldPlaces(keyId: string, kind: QuotaKind): Promise<number> {
-    const before = Date.now() - this.config.writeTimeoutMs;
+    const before = unrenewedBefore(Date.now(), this.config.writeTimeoutMs);
     const settled = await typed(() => settledClaims(this.store, keyId, kind, before));
     const held =
       kind === 'agent'

@@ -114,6 +114,15 @@ export async function releaseForKey(store: Store, keyId: string, kind: QuotaKind
 }
 
 /**
+ * Before when a counted claim was last renewed for no call to be under way with it: a call
+ * renews a claim older than half `settlesIn` as it begins (`claimForKey`) and lasts at most
+ * `settlesIn`, so the claim of a call under way is at most one and a half `settlesIn` old.
+ */
+export function unrenewedBefore(now: number, settlesIn: number): number {
+  return now - 1.5 * settlesIn;
+}
+
+/**
  * The ids the key's counted claims of the kind name, of claims made before `before`: a call
  * that claimed earlier has had time to write its agent or open its window, or to fail.
  */

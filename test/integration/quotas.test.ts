@@ -178,6 +178,39 @@ describe('quotas per key', () => {
     expect(forC).toBe(403);
   });
 
+  it('takes back no place whose write has been under way longer than half the write deadline', async () => {
+    const own = await createKey(env.store, '*', Date.now());
+    const [a, b, c] = [env.agent('q-slow-a'), env.agent('q-slow-b'), env.agent('q-slow-c')];
+    expect((await write(own.key, a, 'a real agent')).status).toBe(200);
+    // B's claim is 0.4 of the deadline old as B's write begins: young enough that the write
+    // does not renew it.
+    const T = env.config.writeTimeoutMs;
+    await leaveClaim(own.keyId, 'agent', b, 2, 0.4 * T);
+    let forC: number | undefined;
+    const undo = interleaveOnce(
+      env.worker.store,
+      'agents',
+      'updateOne',
+      async () => {
+        // The write has been under way 0.7 of the deadline, so within it: the claim is now
+        // 1.1 deadlines old (the clock moved for the claim alone) when C finds the quota full.
+        await env.store.keyClaims.updateOne(
+          { keyId: own.keyId, agentId: b },
+          { $set: { at: Date.now() - 1.1 * T } },
+        );
+        forC = (await write(own.key, c, 'one too many')).status;
+      },
+      (args) => (args[0] as { _id: string })._id === b,
+    );
+    try {
+      expect((await write(own.key, b, 'slow, and under way')).status).toBe(200);
+    } finally {
+      undo();
+    }
+    expect(forC).toBe(403);
+    expect((await write(own.key, b, 'b writes on')).status).toBe(200);
+  });
+
   it('takes back, once at the quota, a place that no open window of the key holds', async () => {
     const own = await createKey(env.store, '*', Date.now());
     const [never, open] = [env.agent('never-opened'), env.agent('really-open')];
@@ -190,10 +223,19 @@ describe('quotas per key', () => {
   });
 });
 
-/** A claim counted as a call that failed after its claim leaves it, made long enough ago to have settled. */
-async function leaveClaim(keyId: string, kind: 'agent' | 'window', id: string, max: number): Promise<void> {
+/**
+ * A claim counted as a call that failed after its claim leaves it, made `ago` (by default long
+ * enough ago to have settled).
+ */
+async function leaveClaim(
+  keyId: string,
+  kind: 'agent' | 'window',
+  id: string,
+  max: number,
+  ago = 10 * env.config.writeTimeoutMs,
+): Promise<void> {
   const settlesIn = env.config.writeTimeoutMs;
-  await claimForKey(env.store, { keyId, kind, id, max, at: Date.now() - 10 * settlesIn, settlesIn });
+  await claimForKey(env.store, { keyId, kind, id, max, at: Date.now() - ago, settlesIn });
 }
 
 /** Every claim of the key made long enough ago to have settled. */
