@@ -18,7 +18,8 @@ export function bearerKey(header: string | undefined): string {
 
 /**
  * Every operation needs a live key, and the key must cover what the call names: the agent in
- * the path or query (none: every agent, which needs `*`), or the window session in the path.
+ * the path, or in the query of a route that takes one there (none: every agent, which needs
+ * `*`), or the window session in the path.
  * Runs before the body is read and before the handler, so an out-of-scope call reads and
  * changes nothing.
  */
@@ -35,6 +36,11 @@ export function requireKey(authenticate: (key: string) => Promise<KeyScope>): on
     // A listing that names no agent answers only what the key covers.
     if (request.routeOptions.config.filtersByKey) return;
     if (typeof params.sessionId === 'string') assertInScope(scope, params.sessionId, 'session');
-    else assertInScope(scope, named(params.agentId) ?? named(query.agentId));
+    else
+      assertInScope(
+        scope,
+        named(params.agentId) ??
+          (request.routeOptions.config.agentInQuery ? named(query.agentId) : undefined),
+      );
   };
 }

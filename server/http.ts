@@ -8,7 +8,7 @@ import { base64url, sha256 } from '../core/sha256';
 import { RateLimitedError } from '../core/errors';
 import { routeNotFound, toHttpError } from './errors';
 import { OPENAPI_PATH, openApiDocument } from './openapi';
-import { buildRoutes, parseRequest, type ServerDeps } from './routes';
+import { buildRoutes, namesAgentInQuery, parseRequest, type ServerDeps } from './routes';
 
 export type { ServerDeps } from './routes';
 
@@ -68,6 +68,8 @@ declare module 'fastify' {
     operationId?: string;
     /** The route answers only what the caller's key covers (server/routes.ts, Route). */
     filtersByKey?: boolean;
+    /** The route names its agent in the query (server/routes.ts, namesAgentInQuery). */
+    agentInQuery?: boolean;
   }
   interface FastifyInstance {
     /**
@@ -241,7 +243,11 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
       api.route({
         method: r.method,
         url: r.path.replace(/\{(\w+)\}/g, ':$1'),
-        config: { operationId: r.operationId, ...(r.filtersByKey && { filtersByKey: true }) },
+        config: {
+          operationId: r.operationId,
+          ...(r.filtersByKey && { filtersByKey: true }),
+          ...(namesAgentInQuery(r) && { agentInQuery: true }),
+        },
         // A streamed answer has no length to give a HEAD request before it is read.
         ...(r.produces && { exposeHeadRoute: false }),
         ...(!r.open && { onRequest: api.callerHooks(options.authenticate) }),

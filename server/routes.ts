@@ -118,6 +118,14 @@ export interface Route<
   }): Promise<z.output<R>>;
 }
 
+/**
+ * Whether the route names its agent in the query (`?agentId=`): only then does the key's
+ * scope judge the query's agent (server/auth.ts), since a route that takes none ignores it.
+ */
+export function namesAgentInQuery(r: Route): boolean {
+  return r.query instanceof z.ZodObject && 'agentId' in r.query.shape;
+}
+
 /** Infers a route's types from its schemas, and forgets them for the list. */
 function route<P extends z.ZodType, Q extends z.ZodType, B extends z.ZodType, R extends z.ZodType>(
   r: Route<P, Q, B, R>,

@@ -78,6 +78,8 @@ describe('a key scoped to agent A', () => {
       ["B's entries", 'GET', `/v1/agents/${agentB}/memories`],
       ["B's entry", 'GET', `/v1/agents/${agentB}/memories/${entryB}`],
       ['the audit', 'GET', '/v1/audit'],
+      // A route that takes no agent in its query is not scoped by one put there.
+      ['the audit, naming A', 'GET', `/v1/audit?agentId=${agentA}`],
       // Its own agent in the path, B's in the body.
       [
         'body names B',
