@@ -1,6 +1,12 @@
 import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
-import Fastify, { type FastifyInstance, type FastifyRequest, type onRequestAsyncHookHandler } from 'fastify';
+import Fastify, {
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type onRequestAsyncHookHandler,
+} from 'fastify';
 import { CONFIG_SPECS } from '../core/config';
 import { MAX_WRITE_BYTES } from '../core/entry';
 import { CallerShare } from '../core/callerShare';
@@ -93,14 +99,20 @@ const BODY_LIMIT = 2 * MAX_WRITE_BYTES;
 
 /**
  * What a connection may hold of the server. A parameter longer than any id memgate takes
- * still reaches its route, whose schema refuses it in memgate's error format (Fastify's own
- * limit, 100, is below the 128 an agent id may have, and answers 414 in its own). A request
+ * still reaches its route, whose schema refuses it (Fastify's own limit, 100, is below the 128
+ * an agent id may have); one past 1024 is refused by the router, 414 (`frameworkErrors`). A request
  * still arriving after `requestTimeout` (headers and body trickled in a byte at a time) is
  * cut off, as is a connection idle for `keepAliveTimeout` between requests.
  */
 function serverLimits(requestTimeoutMs: number) {
   return {
     bodyLimit: BODY_LIMIT,
+    // What the router refuses before any route runs (a path whose escapes are not UTF-8, a
+    // parameter past `maxParamLength`) is answered in memgate's error format, as the rest.
+    frameworkErrors: (err: FastifyError, _request: FastifyRequest, reply: FastifyReply) => {
+      const { status, body } = toHttpError(err);
+      return reply.code(status).send(body);
+    },
     routerOptions: { maxParamLength: 1024 },
     requestTimeout: requestTimeoutMs,
     keepAliveTimeout: 10_000,

@@ -322,6 +322,18 @@ describe('memories', () => {
     expect(errorSchema.parse(tooLong.body).error.type).toBe('InvalidInput');
     expect(tooLong.body.error.details.issues).toEqual([{ path: 'agentId', message: expect.any(String) }]);
   });
+
+  it('refuses a path the router cannot read in the same JSON shape: a bad escape, a parameter past its limit', async () => {
+    for (const [url, status] of [
+      ['/v1/agents/%zz', 400],
+      ['/v1/agents/%E0%A4/memories', 400],
+      [`/v1/agents/${'a'.repeat(1100)}`, 414],
+    ] as const) {
+      const res = await call('GET', url);
+      expect([url.slice(0, 40), res.status]).toEqual([url.slice(0, 40), status]);
+      expect(errorSchema.parse(res.body).error.type).toBe('InvalidInput');
+    }
+  });
 });
 
 describe('context windows', () => {
