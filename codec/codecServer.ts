@@ -37,9 +37,9 @@ function toWire(p: Payload): WirePayload {
 
 /**
  * Encoded as memgate's own clients encode: a write in clear (another language's Temporal SDK
- * sends one) is sealed first, each entry under its key, after `inScope` accepts its agent; its
- * `writtenAt` is fixed here when it has none, as memgate's client fixes it. A write that does
- * not parse is left as it is, for the workflow's validator to refuse, typed.
+ * sends one) is refused unless `inScope` accepts the agent it names, then sealed, each entry
+ * under its key; its `writtenAt` is fixed here when it has none, as memgate's client fixes it.
+ * A write that does not parse is left as it is, for the workflow's validator to refuse, typed.
  */
 export async function encodeForWire(
   codec: ContentCodec,
@@ -52,6 +52,9 @@ export async function encodeForWire(
       const p = fromWire(wire);
       const value = jsonOf(p);
       if (value === undefined || !isWriteInClear(value)) return p;
+      // The agent a write names is judged before the write is: an invalid write for an agent
+      // out of the key's scope is that agent's too, and not the caller's to encode.
+      opts.inScope((value as { agentId: string }).agentId);
       const now = Date.now();
       let write: WriteRequest;
       try {
@@ -59,7 +62,6 @@ export async function encodeForWire(
       } catch {
         return p;
       }
-      opts.inScope(write.agentId);
       for (const e of write.entries) e.writtenAt ??= now;
       const data = JSON.stringify(await sealWrite(store, write.agentId, write.entries));
       return { ...p, data: new Uint8Array(Buffer.from(data, 'utf8')) };

@@ -159,6 +159,29 @@ describe("an erased entry in the agent workflow's Temporal history", () => {
       expect(shown).toContain(`{"id":"${ids[1]}","erased":true}`);
     });
 
+    it("refuses to encode another agent's write for a narrower key, whether or not the write is valid", async () => {
+      const key = (await createKey(env.store, env.agent(agentId), Date.now())).key;
+      const other = env.agent('codec-other');
+      const encode = (write: object) =>
+        fetch(`${server.url}/codec/encode`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` },
+          body: JSON.stringify({
+            payloads: [
+              {
+                metadata: { [METADATA_ENCODING_KEY]: Buffer.from('json/plain').toString('base64') },
+                data: Buffer.from(JSON.stringify(write)).toString('base64'),
+              },
+            ],
+          }),
+        });
+      for (const entries of [[{ text: 'The gate code is 9182.' }], [{ text: '' }]]) {
+        const res = await encode({ agentId: other, entries });
+        expect([entries[0]!.text, res.status]).toEqual([entries[0]!.text, 403]);
+        expect(((await res.json()) as { error: { type: string } }).error.type).toBe('Forbidden');
+      }
+    });
+
     it('passes a write whose entries are not all sealed entries through unopened, as it came', async () => {
       const key = (await createKey(env.store, '*', Date.now())).key;
       const values = [
