@@ -253,7 +253,7 @@ export const CONFIG_SPECS = {
     schema: count.max(1_000_000),
     allowed: 'a positive integer of at most 1000000',
     default: '1200',
-    doc: 'requests a minute one API key (or, without one, one address) may make of one `memgate serve` (HTTP and MCP); past it a call is 429 RateLimited with Retry-After, before anything is read, so one caller cannot slow the others. Each serve process counts its own',
+    doc: 'requests a minute one API key (or, without one, one address) may make of one `memgate serve` (HTTP and MCP); past it a call is 429 RateLimited with Retry-After, before anything is read, so one caller cannot slow the others. A key the process has not yet seen authenticated counts against its address as well, so made-up keys get no share each. Each serve process counts its own',
   }),
   httpInFlightPerKey: spec({
     env: 'MEMGATE_HTTP_IN_FLIGHT_PER_KEY',

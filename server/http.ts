@@ -54,6 +54,9 @@ export interface ServerOptions {
   requestTimeoutMs?: number;
 }
 
+/** Callers remembered as authenticated (`callerHooks`), at most. */
+const MAX_AUTHENTICATED_CALLERS = 10_000;
+
 /** When a caller at its bound of calls in flight may try again. */
 const IN_FLIGHT_RETRY_MS = 1_000;
 
@@ -222,8 +225,33 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
       }
     };
   let perMinute: onRequestAsyncHookHandler | undefined;
+  let perAddress: onRequestAsyncHookHandler | undefined;
+  /** Callers (`caller`) this process has seen authenticated; a bound on memory, not a cache policy. */
+  const authenticated = new Set<string>();
   app.decorate('callerHooks', function (this: FastifyInstance, authenticate?: onRequestAsyncHookHandler) {
     const max = options.rateLimitPerMinute;
+    if (max !== undefined) {
+      // A credential not yet seen authenticated counts against its address as well: a share
+      // per credential alone gives a fresh one to each made-up key, and each costs a lookup.
+      const limit = this.createRateLimit({ max, timeWindow: 60_000, keyGenerator: (r) => `ip:${r.ip}` });
+      perAddress ??= async (request, reply) => {
+        if (authenticated.has(caller(request))) return;
+        const counted = await limit(request);
+        if (counted.isAllowed || !counted.isExceeded) return;
+        void reply.header('retry-after', String(counted.ttlInSeconds));
+        throw new RateLimitedError(
+          `over ${max} requests a minute from this address with keys not yet authenticated: try again in ${counted.ttlInSeconds} s`,
+          { limit: max, retryAfterMs: counted.ttl },
+        );
+      };
+    }
+    const authenticating: onRequestAsyncHookHandler | undefined =
+      authenticate &&
+      async function (this: FastifyInstance, request, reply) {
+        await authenticate.call(this, request, reply);
+        if (authenticated.size >= MAX_AUTHENTICATED_CALLERS) authenticated.clear();
+        authenticated.add(caller(request));
+      };
     // One limiter, so the API and /mcp count against one share per caller.
     if (max !== undefined) {
       perMinute ??= this.rateLimit({
@@ -244,7 +272,8 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
     return [
       ...(options.inFlightPerCaller === undefined ? [] : [holdInFlight(options.inFlightPerCaller)]),
       ...(perMinute ? [perMinute] : []),
-      ...(authenticate ? [authenticate] : []),
+      ...(perAddress ? [perAddress] : []),
+      ...(authenticating ? [authenticating] : []),
     ];
   });
 

@@ -216,6 +216,33 @@ describe('the rate limit per key', () => {
       expect((await app.inject({ method: 'GET', url: '/healthz' })).statusCode).toBe(200);
   });
 
+  it('counts a credential not yet authenticated against its address too: made-up keys, one a request, are refused past the share without a lookup', async () => {
+    const looked = { up: 0 };
+    const app = stubbedApp(
+      {
+        // Only `real` is a key; any other is looked up and refused.
+        authenticate: async (request) => {
+          looked.up++;
+          if (request.headers.authorization !== 'Bearer real')
+            throw new UnauthenticatedError('no live API key');
+          request.keyScope = { keyId: 'real', agents: '*' };
+        },
+        rateLimitPerMinute: 3,
+      },
+      async () => ({ queries: 0, groups: [] }),
+    );
+    const impossible = (key: string) =>
+      app.inject({ method: 'GET', url: '/v1/impossible', headers: { authorization: `Bearer ${key}` } });
+    expect((await impossible('real')).statusCode).toBe(200);
+    for (let i = 0; i < 2; i++) expect((await impossible(`made-up-${i}`)).statusCode).toBe(401);
+    for (let i = 2; i < 8; i++) expect((await impossible(`made-up-${i}`)).statusCode).toBe(429);
+    expect(looked.up).toBe(3);
+    // A key the process has seen authenticated keeps its own share.
+    expect((await impossible('real')).statusCode).toBe(200);
+    expect(looked.up).toBe(4);
+    await app.close();
+  });
+
   it('tells a caller refused as StackUnavailable when to try again', async () => {
     const app = stubbedApp({
       authenticate: async () => {
