@@ -496,9 +496,13 @@ export class MemgateClient {
    * when the caller asks for it (`GET /v1/agents/{agentId}/export`); NotFound for an agent
    * that has stored nothing.
    */
-  exportAgent(input: { agentId: string }): AsyncGenerator<string, void> {
+  async *exportAgent(input: { agentId: string }): AsyncGenerator<string, void> {
     const agentId = parseInput(agentIdSchema, input.agentId, 'agent id');
-    return exportChunks(this.store, agentId, Date.now());
+    try {
+      yield* exportChunks(this.store, agentId, Date.now());
+    } catch (err) {
+      throw asMemgateError(err);
+    }
   }
 
   // The memory browser's reads (docs/browser.md): each by `_id` or by equality on an indexed field.

@@ -1,6 +1,7 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MongoServerError } from 'mongodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { MemgateClient } from '../../client/client';
 import { startHttpServer, type RunningServer } from '../../cli/commands/serve';
@@ -19,7 +20,7 @@ import { episode } from '../support/memories';
 import { expectCensusKept } from '../support/census';
 import { expectVerified } from '../support/verify';
 import { spillStep } from '../support/reclaimSteps';
-import { failOnce } from '../support/faults';
+import { failOnce, interleaveOnce } from '../support/faults';
 import { spillEntries } from '../../store/nightly';
 
 /**
@@ -309,6 +310,25 @@ describe('memgate export and import', () => {
       await server.close();
     }
   }, 300_000);
+
+  it('answers a store failure before the first line as StackUnavailable over HTTP, as every other call does', async () => {
+    const server: RunningServer = await startHttpServer(env.client, env.config, { port: 0 });
+    // A server error the store's guard passes on as the driver raised it.
+    const undo = interleaveOnce(env.client.store, 'entryIds', 'findOne', async () => {
+      throw new MongoServerError({ message: 'not authorized on memgate to execute command', code: 13 });
+    });
+    try {
+      const { key } = await createKey(env.store, source, Date.now());
+      const res = await fetch(`${server.url}/v1/agents/${source}/export`, {
+        headers: { authorization: `Bearer ${key}` },
+      });
+      expect(res.status).toBe(503);
+      expect(await res.json()).toMatchObject({ error: { type: 'StackUnavailable' } });
+    } finally {
+      undo();
+      await server.close();
+    }
+  });
 
   it('refuses a malformed line by its number: what came before it is written, nothing of it', async () => {
     const lines = readFileSync(file, 'utf8').trimEnd().split('\n');

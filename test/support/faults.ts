@@ -2,7 +2,8 @@ import type { Tier } from '../../core/entry';
 import type { Store } from '../../store/db';
 
 /** The collections a fault can sit in front of. */
-type Faultable = Tier | 'tombstones' | 'vectors' | 'vectorFeeds' | 'keyClaims' | 'ledger' | 'agents';
+type Faultable =
+  Tier | 'tombstones' | 'vectors' | 'vectorFeeds' | 'keyClaims' | 'ledger' | 'agents' | 'entryIds';
 
 type Method =
   | 'find'
