@@ -172,7 +172,7 @@ async function wasClosed(handle: WorkflowHandle<typeof contextWindow>): Promise<
     return (await handle.describe()).status.name === 'COMPLETED';
   } catch (err) {
     if (err instanceof WorkflowNotFoundError) return false;
-    throw err;
+    throw toMemgateError(err);
   }
 }
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Client, Connection } from '@temporalio/client';
+import { Client, Connection, ServiceError } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -307,6 +307,31 @@ describe('the window client', () => {
 });
 
 describe('the window client with Temporal out of reach', () => {
+  it('answers StackUnavailable when Temporal fails as it asks whether a session it did not find was closed', async () => {
+    // Temporal answers the call (no such session) and then fails the describe that follows.
+    const temporal = env.client.temporal;
+    const describeFails = new Proxy(temporal.workflow, {
+      get(target, prop, receiver) {
+        if (prop !== 'getHandle') return Reflect.get(target, prop, receiver) as unknown;
+        return (...args: Parameters<typeof target.getHandle>) => {
+          const handle = target.getHandle(...args);
+          return new Proxy(handle, {
+            get(h, p, r) {
+              if (p === 'describe')
+                return () => Promise.reject(new ServiceError('describe failed: unavailable'));
+              return Reflect.get(h, p, r) as unknown;
+            },
+          });
+        };
+      },
+    });
+    const flaky = new WindowClient(
+      new Proxy(temporal, { get: (t, p, r) => (p === 'workflow' ? describeFails : Reflect.get(t, p, r)) }),
+      env.config,
+    );
+    await expect(flaky.show(`s-never-opened-${randomUUID()}`)).rejects.toBeInstanceOf(StackUnavailableError);
+  });
+
   it('answers open, as every other call, with StackUnavailable', async () => {
     const connection = Connection.lazy({ address: '127.0.0.1:1' });
     const unreachable = new WindowClient(
