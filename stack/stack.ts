@@ -370,7 +370,7 @@ function packageRoot(): string {
  * environment, unless one already watches this state directory.
  */
 function startWatchdog(s: StackSettings, p: ReturnType<typeof paths>): boolean {
-  if (existsSync(p.pid('watchdog')) && alive(Number(readFileSync(p.pid('watchdog'), 'utf8')))) return false;
+  if (runningPid(p, 'watchdog') !== undefined) return false;
   startDetached(
     process.execPath,
     [join(packageRoot(), 'bin', 'memgate.cjs'), 'stack', 'watch'],
@@ -409,7 +409,8 @@ function startDetached(
     child.once('error', () => undefined);
     throw new StackUnavailableError(`cannot start ${name}: ${bin} is missing or not executable`);
   }
-  writeFileSync(p.pid(name), String(child.pid));
+  const started = processStart(child.pid);
+  writeFileSync(p.pid(name), started === undefined ? `${child.pid}\n` : `${child.pid} ${started}\n`);
   child.unref();
   return child.pid;
 }
@@ -827,11 +828,41 @@ export function runningServers(s: StackSettings): Partial<Record<(typeof SERVERS
   return running;
 }
 
-/** The pid a server's file records, while that process runs. */
+/**
+ * When the process began, in the kernel's clock ticks since boot (field 22 of Linux's
+ * /proc/<pid>/stat, counted after the command name, which may hold spaces); undefined where
+ * there is no such file.
+ */
+function processStart(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The pid a server's file records, while that server runs. The file outlives its server
+ * across a reboot, and the number may then be another process's: each server leads a process
+ * group of its own (`startDetached`) and began when the file says (where the kernel tells), so
+ * a process that leads none, or began at another time, is not it.
+ */
 function runningPid(p: ReturnType<typeof paths>, name: string): number | undefined {
   if (!existsSync(p.pid(name))) return undefined;
-  const pid = Number(readFileSync(p.pid(name), 'utf8'));
-  return pid > 0 && alive(pid) ? pid : undefined;
+  const [pidText, started] = readFileSync(p.pid(name), 'utf8').trim().split(' ');
+  const pid = Number(pidText);
+  if (!(Number.isInteger(pid) && pid > 0 && alive(pid) && alive(-pid))) return undefined;
+  return started === undefined || processStart(pid) === started ? pid : undefined;
+}
+
+/** Signals the server's process group; one gone meanwhile has nothing left to stop. */
+function signalGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
 }
 
 /**
@@ -845,10 +876,10 @@ export async function stackDown(s: StackSettings, only?: string[], graceMs = 15_
   for (const name of SERVERS.filter((n) => !only || only.includes(n))) {
     const pid = runningPid(p, name);
     if (pid !== undefined) {
-      process.kill(-pid, graceMs > 0 ? (STOP_SIGNAL[name] ?? 'SIGTERM') : 'SIGKILL');
+      signalGroup(pid, graceMs > 0 ? (STOP_SIGNAL[name] ?? 'SIGTERM') : 'SIGKILL');
       const deadline = Date.now() + graceMs;
       while (alive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-      if (alive(pid)) process.kill(-pid, 'SIGKILL');
+      if (alive(pid)) signalGroup(pid, 'SIGKILL');
       // A killed process is gone once its parent has reaped it.
       const reaped = Date.now() + 5_000;
       while (alive(pid) && Date.now() < reaped) await new Promise((r) => setTimeout(r, 50));
