@@ -3,6 +3,7 @@ import { EvictionBoundaryError, InvalidConfigError } from './errors';
 import { MIN_CONNECTIONS_PER_PROCESS } from './admission';
 import { policyConflicts } from './policy';
 import { MAX_WINDOW_CAPACITY } from './window/model';
+import { maskUris } from './uri';
 
 /**
  * The one configuration object. Each field is read from one environment variable, validated
@@ -661,6 +662,11 @@ export type Config = {
 /** What an error shows in place of a secret's value. */
 const HIDDEN = '(hidden)';
 
+/** A value as an error shows it: a secret not at all, any URI in it without its password. */
+function shown(s: Spec<unknown>, value: string): string {
+  return s.secret ? HIDDEN : maskUris(value);
+}
+
 /** A URI as it may be printed (core/uri.ts): any password in it replaced. */
 export { maskUri } from './uri';
 
@@ -687,7 +693,7 @@ export function parseConfig(env: Record<string, string | undefined>): Config {
       continue;
     }
     const parsed = s.schema.safeParse(value);
-    if (!parsed.success) throw new InvalidConfigError(s.env, s.allowed, s.secret ? HIDDEN : raw);
+    if (!parsed.success) throw new InvalidConfigError(s.env, s.allowed, shown(s, value));
     out[key] = parsed.data;
   }
   const config = out as Config;

@@ -44,7 +44,7 @@ export function registerWorkerCommands(program: Command): void {
           console.log(
             `memgate is running: Temporal ${endpoints.temporalAddress}, MongoDB ${maskUri(endpoints.mongoUri)}, ` +
               ('queryUrls' in embeddings
-                ? `embeddings ${embeddings.queryUrls.join(', ')} (hybrid recall)`
+                ? `embeddings ${embeddings.queryUrls.map(maskUri).join(', ')} (hybrid recall)`
                 : `no embeddings (${embeddings.unavailable}): recall is lexical only`),
           );
           // The HTTP API beside the worker; the worker's run ends on Ctrl-C, and the API with it.

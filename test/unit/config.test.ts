@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { CONFIG_SPECS, parseConfig } from '../../core/config';
 import { EvictionBoundaryError, InvalidConfigError } from '../../core/errors';
+import { thrownBy } from '../support/thrown';
 import { CONFIGURATION_DOC, configTable, documentedTable, normaliseTable } from '../../scripts/config-docs';
 
 describe('configuration', () => {
@@ -109,6 +110,19 @@ describe('configuration', () => {
       MEMGATE_WRITE_TIMEOUT_MS: '2147483647',
     });
     expect([longest.openaiTimeoutMs, longest.writeTimeoutMs]).toEqual([2_147_483_647, 2_147_483_647]);
+  });
+
+  it('names an invalid URL with the password of its user information masked', () => {
+    for (const [variable, value] of [
+      ['MEMGATE_EMBEDDINGS_URL', 'https://user:s3cret@h1/v1,https://user:s3cret@h1/v1'],
+      ['MEMGATE_EMBEDDINGS_PASSAGES_URL', 'https://user:s3cret@h1:99999/v1'],
+      ['OPENAI_BASE_URL', 'https://user:s3cret@h1:99999/v1'],
+    ] as const) {
+      const err = thrownBy(() => parseConfig({ [variable]: value }), InvalidConfigError);
+      expect(err.variable).toBe(variable);
+      expect(err.message).toContain('https://user:***@');
+      expect(JSON.stringify(err)).not.toContain('s3cret');
+    }
   });
 
   it('every variable has a description for docs/configuration.md', () => {
