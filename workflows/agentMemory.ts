@@ -51,6 +51,12 @@ const EMBED_RECHECK_DOUBLES = 'embed-recheck-doubles';
  * and goes on; before this change such a run failed (docs/versioning.md).
  */
 const OUTLIVES_STORE_OUTAGE = 'outlives-store-outage';
+/**
+ * A run that waits for its policy (the store down as it began) hands over when due, as one
+ * that has read it does; before this change it stayed on its version until the store answered
+ * (docs/versioning.md).
+ */
+const HANDS_OVER_UNREAD = 'hands-over-unread';
 
 export const agentMemoryInputSchema = z.strictObject({
   agentId: agentIdSchema,
@@ -291,6 +297,13 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
   // does, rather than holding them to their deadline; the run reads again when the next write
   // comes. An idle run sets no timer, a write sent once the store is back is taken, and the
   // ids carried over stay the run's to embed.
+  const handOver = (): Promise<never> => {
+    const carried = [...embedding, ...unembedded].slice(0, MAX_CARRIED_UNEMBEDDED);
+    const { unembedded: _previous, ...rest } = input;
+    return handOverToCurrentVersion<typeof agentMemory>()(
+      carried.length ? { ...rest, unembedded: carried } : rest,
+    );
+  };
   const readPolicy = async (): Promise<Policy> => {
     for (;;) {
       try {
@@ -300,7 +313,15 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
         policyUnread = persistFailure(err);
         policyReadsFailed++;
         const waited = writesAwaitingPolicy;
-        await condition(() => writesAwaitingPolicy > waited);
+        const handsOver = patched(HANDS_OVER_UNREAD);
+        await condition(() => writesAwaitingPolicy > waited || (handsOver && handOverDue()));
+        // A write waiting reads again; with none, the run hands over once the writes that
+        // waited for the failed read have failed with it.
+        if (writesAwaitingPolicy === waited) {
+          ending = true;
+          await condition(allHandlersFinished);
+          await handOver();
+        }
       }
     }
   };
@@ -331,13 +352,7 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
       // accepted, and only then hands its history over.
       ending = true;
       await condition(() => pending.length > 0 || allHandlersFinished());
-      if (pending.length === 0) {
-        const carried = [...embedding, ...unembedded].slice(0, MAX_CARRIED_UNEMBEDDED);
-        const { unembedded: _previous, ...rest } = input;
-        await handOverToCurrentVersion<typeof agentMemory>()(
-          carried.length ? { ...rest, unembedded: carried } : rest,
-        );
-      }
+      if (pending.length === 0) await handOver();
     }
     // Once per run, before its first write: the nightly run fans out over registered agents.
     if (!registered) {
