@@ -57,6 +57,12 @@ const OUTLIVES_STORE_OUTAGE = 'outlives-store-outage';
  * (docs/versioning.md).
  */
 const HANDS_OVER_UNREAD = 'hands-over-unread';
+/**
+ * The run embeds the entries a write found stored as well as those it created: a persist
+ * retried after its first attempt stored them finds them so, with their vectors still to make
+ * (docs/versioning.md). Before this change, the night embedded them.
+ */
+const EMBEDS_EXISTING = 'embeds-existing';
 
 export const agentMemoryInputSchema = z.strictObject({
   agentId: agentIdSchema,
@@ -375,9 +381,13 @@ export async function agentMemory(raw: AgentMemoryInput): Promise<void> {
         policy,
       );
       batch.forEach((p, i) => p.done(results[i]!));
+      const embedsExisting = patched(EMBEDS_EXISTING);
       for (const outcome of results) {
-        if ('invalid' in outcome) continue;
-        for (const e of outcome) if (e.status === 'created' && !embeddingUnavailable) unembedded.push(e.id);
+        if ('invalid' in outcome || embeddingUnavailable) continue;
+        for (const e of outcome) {
+          // One already embedded costs the activity a read, and nothing more.
+          if (e.status === 'created' || (embedsExisting && e.status === 'existing')) unembedded.push(e.id);
+        }
       }
     } catch (err) {
       batch.forEach((p) => p.done(persistFailure(err)));

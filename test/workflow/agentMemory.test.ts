@@ -147,6 +147,32 @@ describe('agentMemory, with its activities stubbed', () => {
     });
   });
 
+  it('embeds an entry a write finds stored already, which a persist retried after it was stored finds so, and not a deleted one', async () => {
+    const s = stubs({
+      persistWrites: async (requests) =>
+        requests.map((r) =>
+          r.entries.map((e) => {
+            const id = idOf(e);
+            return { id, status: id === 'gone' ? ('deleted' as const) : ('existing' as const) };
+          }),
+        ),
+    });
+    const w = await stubbedWorker(env, s.activities);
+    await w.run(async () => {
+      const h = await startAgent(w.taskQueue, { agentId: 'am-existing' });
+      await expect(write(h, 'am-existing', 'stored', 'gone')).resolves.toEqual({
+        entries: [
+          { id: 'stored', status: 'existing' },
+          { id: 'gone', status: 'deleted' },
+        ],
+      });
+      await vi.waitFor(() => expect(s.log.embedded).toHaveLength(1), { timeout: 10_000, interval: 50 });
+      expect(s.log.embedded[0]).toMatchObject({ agentId: 'am-existing', ids: ['stored'] });
+      await h.terminate();
+      await replays(h);
+    });
+  });
+
   it('under writes that go on, looks for their pause at doubling intervals, not every second, and still embeds once they stop', async () => {
     const s = stubs();
     const w = await stubbedWorker(env, s.activities);
