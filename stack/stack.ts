@@ -8,7 +8,9 @@
 import { execFile, spawn, type SpawnOptions } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import {
+  accessSync,
   closeSync,
+  constants,
   cpSync,
   existsSync,
   mkdirSync,
@@ -256,12 +258,27 @@ async function obtainFerretDb(bin: string, log: Log): Promise<void> {
 }
 
 /**
+ * Makes `dir` where it is missing; InvalidConfig naming `variable` when it cannot be made or
+ * written, which no retry mends.
+ */
+function usableDir(dir: string, variable: string): void {
+  try {
+    mkdirSync(dir, { recursive: true });
+    accessSync(dir, constants.W_OK);
+  } catch (err) {
+    const why = (err as NodeJS.ErrnoException).code ?? (err as Error).message;
+    throw new InvalidConfigError(variable, `a directory this user can make and write (here: ${why})`, dir);
+  }
+}
+
+/**
  * The cached Temporal CLI of the pinned version, built if missing: the stack's server, and
  * the one the workflow tests' `TestWorkflowEnvironment` starts on its own.
  */
 export async function obtainTemporalCli(s: Pick<StackSettings, 'cacheDir'>, log: Log = console.log) {
   const bin = temporalBinPath(s);
   if (!existsSync(bin)) {
+    usableDir(resolve(expandHome(s.cacheDir)), 'MEMGATE_CACHE_DIR');
     mkdirSync(resolve(bin, '..'), { recursive: true });
     await obtainTemporal(bin, log);
   }
@@ -729,8 +746,9 @@ export async function stackUp(
   log: Log = console.log,
 ): Promise<StackEndpoints & { started: string[] }> {
   const p = paths(s);
+  usableDir(p.cache, 'MEMGATE_CACHE_DIR');
+  usableDir(p.state, 'MEMGATE_STATE_DIR');
   const bins = await obtainBinaries(s, log);
-  mkdirSync(p.state, { recursive: true });
   const started: string[] = [];
   try {
     return await startServers(s, p, bins, started, log);
