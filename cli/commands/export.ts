@@ -1,5 +1,6 @@
 import { once } from 'node:events';
-import { open, type FileHandle } from 'node:fs/promises';
+import { open, rename, rm, stat, type FileHandle } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
 import type { Writable } from 'node:stream';
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -38,6 +39,45 @@ async function opened(path: string, flags: 'r' | 'w', flag: string, command: str
 async function writeAll(chunks: AsyncIterable<string>, out: Writable): Promise<void> {
   for await (const chunk of chunks) {
     if (!out.write(chunk)) await once(out, 'drain');
+  }
+}
+
+/**
+ * The export into the file `path`, whole or not at all: written beside it under another name,
+ * and renamed over it once the last chunk is written. An export that fails midway (the store
+ * gone after its first page) leaves a file already there as it was, a previous export kept.
+ */
+export async function writeExportFile(path: string, chunks: AsyncIterable<string>): Promise<void> {
+  const isDirectory = await stat(path).then(
+    (s) => s.isDirectory(),
+    () => false,
+  );
+  if (isDirectory) {
+    throw unreadableFile(
+      'export',
+      '--out',
+      path,
+      Object.assign(new Error('a directory'), { code: 'EISDIR' }),
+    );
+  }
+  const partial = join(dirname(path), `.${basename(path)}.${process.pid}.partial`);
+  let file: FileHandle;
+  try {
+    file = await open(partial, 'w');
+  } catch (err) {
+    // Named by the path the user gave, not the one beside it.
+    throw unreadableFile('export', '--out', path, err);
+  }
+  try {
+    const out = file.createWriteStream();
+    await writeAll(chunks, out);
+    out.end();
+    await once(out, 'close');
+    await rename(partial, path);
+  } catch (err) {
+    await file.close().catch(() => undefined);
+    await rm(partial, { force: true });
+    throw err;
   }
 }
 
@@ -91,11 +131,7 @@ export function registerExportCommands(program: Command): void {
           yield* chunks;
         })();
         if (o.out === undefined) return writeAll(rest, process.stdout);
-        const file = await opened(o.out, 'w', '--out', 'export');
-        const out = file.createWriteStream();
-        await writeAll(rest, out);
-        out.end();
-        await once(out, 'close');
+        await writeExportFile(o.out, rest);
       });
     });
 
