@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { accessSync, constants, existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Option, type Command } from 'commander';
 import { z } from 'zod';
@@ -21,7 +21,7 @@ import { MemgateClient } from '../client/client';
 import { toMemgateError } from '../client/errors';
 import { renderChart, renderTable } from './report';
 import { config, resolveEndpoints } from '../cli/commands/context';
-import { commaList, numeric, parseOptions } from '../cli/commands/options';
+import { commaList, numeric, parseOptions, unreadableFile } from '../cli/commands/options';
 
 /** The shared LongMemEval-S sample, beside the repository. */
 // Beside the repository: two levels up from audit/ in the sources, three from dist/audit/.
@@ -98,6 +98,14 @@ export function registerAuditCommands(program: Command): void {
       chooseJudge(models, o.judge);
       const source = resolve(o.data);
       if (!existsSync(source)) throw new InvalidInputError(`no such file or folder: ${source} (--data)`);
+      // Made and checked now: an audit runs for minutes, and its results go here at the end.
+      const outDir = resolve(o.out);
+      try {
+        mkdirSync(outDir, { recursive: true });
+        accessSync(outDir, constants.W_OK);
+      } catch (err) {
+        throw unreadableFile('audit', '--out', outDir, err);
+      }
       const settings = {
         budgets: o.budgets,
         reader: o.reader,
@@ -165,8 +173,6 @@ export function registerAuditCommands(program: Command): void {
 
         const records = await auditRecordsOfRun(client.store, input.runId);
         const rows = summariseAudit(records);
-        const outDir = resolve(o.out);
-        mkdirSync(outDir, { recursive: true });
         writeFileSync(join(outDir, 'records.jsonl'), records.map((r) => JSON.stringify(r)).join('\n') + '\n');
         writeFileSync(
           join(outDir, 'summary.json'),

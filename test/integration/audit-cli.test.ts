@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,6 +34,21 @@ describe('memgate audit (the installed command)', () => {
     const data = await memgate({}, 'audit', '--data', join(out, 'nowhere'));
     expect(data.code).toBe(2);
     expect(data.stderr).toMatch(/no such file or folder/);
+    // An --out it cannot write into is refused before the audit runs, not after.
+    const aFile = join(out, 'a-file');
+    writeFileSync(aFile, '');
+    const unwritable = await memgate(
+      {},
+      'audit',
+      '--questions',
+      '00ca467f',
+      '--budgets',
+      '8000',
+      '--out',
+      join(aFile, 'results'),
+    );
+    expect(unwritable.stderr).toMatch(/\[InvalidInput\].*--out/);
+    expect(unwritable.code).toBe(2);
   });
 
   it.skipIf(!hasData(DATA))(
