@@ -35,11 +35,24 @@ async function opened(path: string, flags: 'r' | 'w', flag: string, command: str
   return handle;
 }
 
-/** Every chunk, written as the output takes it: no more than one chunk waits in memory. */
+/**
+ * Every chunk, written as the output takes it: no more than one chunk waits in memory. A
+ * reader that closes the pipe early (`| head`) has taken what it wanted: the export stops
+ * there, its cursors closed, as a command piped into `head` does.
+ */
 async function writeAll(chunks: AsyncIterable<string>, out: Writable): Promise<void> {
-  for await (const chunk of chunks) {
-    if (!out.write(chunk)) await once(out, 'drain');
+  let failed: NodeJS.ErrnoException | undefined;
+  const onError = (err: NodeJS.ErrnoException) => (failed ??= err);
+  out.on('error', onError);
+  try {
+    for await (const chunk of chunks) {
+      if (!out.write(chunk)) await once(out, 'drain').catch(() => undefined);
+      if (failed) break;
+    }
+  } finally {
+    out.off('error', onError);
   }
+  if (failed && failed.code !== 'EPIPE') throw failed;
 }
 
 /**

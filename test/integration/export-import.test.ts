@@ -14,7 +14,7 @@ import { createKey } from '../../store/keys';
 import { importExport, importedId, type ImportResult } from '../../store/portable';
 import type { RecallResult } from '../../store/recall';
 import { adjustDocumentFrequencies } from '../../store/terms';
-import { runMemgate } from '../support/cli';
+import { runMemgate, runMemgateClosingEarly } from '../support/cli';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { episode } from '../support/memories';
 import { expectCensusKept } from '../support/census';
@@ -310,6 +310,14 @@ describe('memgate export and import', () => {
       await server.close();
     }
   }, 300_000);
+
+  it('stops quietly when its reader closes the pipe early, as `| head -1` does', async () => {
+    const run = await runMemgateClosingEarly(env, ['export', '--agent', source]);
+    expect(run.stdout).toContain('"type":"header"');
+    expect(run.stderr).not.toContain('    at ');
+    expect(run.stderr).not.toContain('EPIPE');
+    expect(run.code).toBe(0);
+  }, 120_000);
 
   it('answers a store failure before the first line as StackUnavailable over HTTP, as every other call does', async () => {
     const server: RunningServer = await startHttpServer(env.client, env.config, { port: 0 });

@@ -57,6 +57,27 @@ export function runMemgate(
 }
 
 /**
+ * The command with its output read as `| head -1` reads it: the pipe closed after the first
+ * chunk, while the command still writes.
+ */
+export function runMemgateClosingEarly(env: TestEnv, args: string[]): Promise<CliResult> {
+  return new Promise((done) => {
+    const child = spawn('node', [CLI, ...args], {
+      env: processEnv(env, {}),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.once('data', (chunk: Buffer) => {
+      stdout = chunk.toString();
+      child.stdout.destroy();
+    });
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.once('close', (code, signal) => done({ code: code ?? (signal ? 128 : 1), stdout, stderr }));
+  });
+}
+
+/**
  * `memgate worker` as its own process against a test environment's servers, database and
  * task queue, for tests that kill it (SIGKILL: no shutdown, no cleanup). Resolves once it
  * polls.
