@@ -11,7 +11,9 @@ export const consolidateOptions = z
 
 export const scheduleNoteOptions = z.object({ note: z.string().optional() });
 
-export const backfillOptions = z.object({ from: isoDateTime, to: isoDateTime });
+export const backfillOptions = z
+  .object({ from: isoDateTime, to: isoDateTime })
+  .refine((o) => o.from < o.to, { path: ['from'], error: 'must be before --to' });
 
 export function registerNightlyCommands(program: Command): void {
   program

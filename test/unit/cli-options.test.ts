@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { auditOptions } from '../../audit/command';
 import { buildProgram, COMMAND_MODULES } from '../../cli/cli';
 import { entriesFileOptions, recallOptions, restoreOptions, writeOptions } from '../../cli/commands/memory';
-import { consolidateOptions } from '../../cli/commands/nightly';
+import { backfillOptions, consolidateOptions } from '../../cli/commands/nightly';
 import {
   commaList,
   isoDateTime,
@@ -182,6 +182,19 @@ describe('the command schemas', () => {
   /** The flags a refused parse names. */
   const refusedFlags = (schema: z.ZodType, path: string, raw: Record<string, unknown>) =>
     paths(refusal(() => parse(schema, path, raw)).issues);
+
+  it('schedule backfill: --from before --to, named by its flag', () => {
+    expect(
+      refusedFlags(backfillOptions, 'schedule backfill', { from: '2026-01-02', to: '2026-01-01' }),
+    ).toEqual(['--from']);
+    expect(
+      refusedFlags(backfillOptions, 'schedule backfill', { from: '2026-01-01', to: '2026-01-01' }),
+    ).toEqual(['--from']);
+    expect(parse(backfillOptions, 'schedule backfill', { from: '2026-01-01', to: '2026-01-02' })).toEqual({
+      from: Date.UTC(2026, 0, 1),
+      to: Date.UTC(2026, 0, 2),
+    });
+  });
 
   it('write: the flags become one entry, left for the client to validate', () => {
     const o = parse(writeOptions, 'write', {
