@@ -123,6 +123,9 @@ describe('an agent run that has not read its policy', () => {
           interval: 200,
         });
         await h.terminate();
+        // The run that handed over replays on the code that wrote it.
+        const handedOver = await env.client.workflow.getHandle(h.workflowId, first).fetchHistory();
+        await Worker.runReplayHistory({ workflowBundle }, handedOver);
       });
     });
   }, 120_000);
