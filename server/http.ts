@@ -230,11 +230,11 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
   const authenticated = new Set<string>();
   app.decorate('callerHooks', function (this: FastifyInstance, authenticate?: onRequestAsyncHookHandler) {
     const max = options.rateLimitPerMinute;
-    if (max !== undefined) {
+    if (max !== undefined && perAddress === undefined) {
       // A credential not yet seen authenticated counts against its address as well: a share
       // per credential alone gives a fresh one to each made-up key, and each costs a lookup.
       const limit = this.createRateLimit({ max, timeWindow: 60_000, keyGenerator: (r) => `ip:${r.ip}` });
-      perAddress ??= async (request, reply) => {
+      perAddress = async (request, reply) => {
         if (authenticated.has(caller(request))) return;
         const counted = await limit(request);
         if (counted.isAllowed || !counted.isExceeded) return;
