@@ -67,7 +67,8 @@ export async function uiFiles(c: Config): Promise<UiFiles> {
   return {
     ...files,
     'index.html': files['index.html']
-      .replace('{{temporalUi}}', escape(temporalUi))
-      .replace('{{temporalNamespace}}', escape(c.temporalNamespace)),
+      // Replaced by a function, so a `$'` or `$&` in a value is text, not a replacement pattern.
+      .replace('{{temporalUi}}', () => escape(temporalUi))
+      .replace('{{temporalNamespace}}', () => escape(c.temporalNamespace)),
   };
 }
