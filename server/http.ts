@@ -145,6 +145,12 @@ export function buildHttpServer(deps: ServerDeps, options: ServerOptions = {}): 
       : Fastify({ logger: false, ...limits, http: checks })
   ) as FastifyInstance;
 
+  // No browser reads an answer as another type than it says (an error echoes the path it
+  // was asked for): the UI's pages say so too (server/ui.ts), and so does every API answer.
+  app.addHook('onSend', async (_request, reply) => {
+    void reply.header('x-content-type-options', 'nosniff');
+  });
+
   // An empty JSON body reads as no body, so a route whose body is optional takes it.
   const json = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');

@@ -471,6 +471,13 @@ describe('service endpoints', () => {
     await app.close();
   });
 
+  it('answers every API response with nosniff, so no browser reads its JSON as a page', async () => {
+    for (const url of ['/healthz', '/v1/agents/a1/nothing', '/openapi.json']) {
+      const res = await app.inject({ method: 'GET', url });
+      expect([url, res.headers['x-content-type-options']]).toEqual([url, 'nosniff']);
+    }
+  });
+
   it('an unknown route is a 404 in the same JSON shape', async () => {
     const res = await call('POST', '/v1/agents/a1/nothing', {});
     expect(res).toEqual({
