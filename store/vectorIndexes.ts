@@ -514,9 +514,18 @@ export class VectorIndexes {
         const saves = at !== undefined && !savedHere.has(at.base);
         if (saves) savedHere.add(at.base);
         const engineKey = `${this.instance}\0${key}`;
-        const l =
-          (at && (await this.open(engineKey, agentId, space, at))) ??
-          (await this.loadFromStore(engineKey, key, agentId, space, progress));
+        let l: Loaded & { opened?: true };
+        try {
+          l =
+            (at && (await this.open(engineKey, agentId, space, at))) ??
+            (await this.loadFromStore(engineKey, key, agentId, space, progress));
+        } catch (err) {
+          // Failed as it read (the store gone): it holds nothing. Its file is the erasure
+          // sweep's again, and what the engine had begun to hold goes, out of the budget.
+          if (saves) savedHere.delete(at.base);
+          void this.engine.request({ op: 'drop', key: engineKey }).catch(() => undefined);
+          throw err;
+        }
         if (saves) l.persisted = at;
         if (l.noRoom || this.tooLarge.has(key)) {
           if (saves) savedHere.delete(at.base);

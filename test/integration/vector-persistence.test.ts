@@ -7,6 +7,7 @@ import { VectorIndexes, type SemanticSearch, type VectorIndexLimits } from '../.
 import { dropVectors, encodeVector, feedKey, takeChangeNumbers } from '../../store/vectors';
 import { persistedIndexes } from '../../vectorEngine/persisted';
 import { startTestEnv, type TestEnv } from '../support/env';
+import { failOnce } from '../support/faults';
 import { anyFileHolds, markerVector } from '../support/vectorBytes';
 
 /**
@@ -147,6 +148,30 @@ describe('a persisted vector index', () => {
     expect(nearestId(await nearest(next, agentId, 9))).toBe(id(agentId, 9));
     await next.close();
     expect(existsSync(l.persistDir!)).toBe(true);
+  });
+
+  it('whose opening a store error fails is still swept of an erased vector, and opens again at the next recall', async () => {
+    const agentId = env.agent('open-failed');
+    const l = limits();
+    await append(agentId, 0, 50);
+    const stopped = new VectorIndexes(env.store, l);
+    await nearest(stopped, agentId, 1);
+    await stopped.close();
+
+    const next = new VectorIndexes(env.store, l);
+    // The store fails the read of the agent's feed as the saved index is opened.
+    const undo = failOnce(env.store, 'vectorFeeds', 'findOne');
+    try {
+      await expect(nearest(next, agentId, 1)).rejects.toThrow('injected failure');
+    } finally {
+      undo();
+    }
+    await dropVectors(env.store, agentId, [id(agentId, 8)], Date.now());
+    await next.sweepErasures();
+    expect(anyFileHolds(l.persistDir!, vector(8))).toBe(false);
+    expect(nearestId(await nearest(next, agentId, 8))).not.toBe(id(agentId, 8));
+    expect(nearestId(await nearest(next, agentId, 9))).toBe(id(agentId, 9));
+    await next.close();
   });
 
   it('is built afresh from the store once removals leave scrubs past a share of it, and saved without them', async () => {
