@@ -225,6 +225,7 @@ export const verifyReportSchema: z.ZodType<Result<Memgate['verify']>> = z.object
         'stand-in-not-lossless',
         'summary-not-current',
         'erased-in-vector-index',
+        'unreadable-vector-index',
         'erased-in-temporal-history',
         'term-overcounted',
       ]),

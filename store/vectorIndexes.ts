@@ -44,6 +44,15 @@ export type { Neighbour };
  * reads every neighbour from the store before it returns it.
  */
 
+/** The entry ids an index persisted at `at` holds; undefined when its state does not read whole. */
+function readIds(at: PersistedAt): Set<string> | undefined {
+  try {
+    return new Set(persistedIds(at));
+  } catch {
+    return undefined;
+  }
+}
+
 /** Records per read while an index loads. */
 const LOAD_BATCH = 2_000;
 /**
@@ -289,17 +298,26 @@ export class VectorIndexes {
     if (dir === undefined) return;
     const held = new Set([...this.loaded.values()].flatMap((l) => (l.persisted ? [l.persisted.base] : [])));
     for (const { at, header } of persistedIndexes(dir)) {
-      const meta = header.meta as Partial<SavedMeta> | null;
       if (held.has(at.base) || savedHere.has(at.base)) continue;
+      // A state that does not read whole never opens, and may hold an erased vector: it goes.
+      if (!header) {
+        await this.engine.request({ op: 'unlink', at });
+        continue;
+      }
+      const meta = header.meta as Partial<SavedMeta> | null;
       if (meta?.database !== this.store.db.databaseName || !meta.agentId || !meta.position) continue;
       if (agentId !== undefined && meta.agentId !== agentId) continue;
+      const ids = readIds(at);
+      if (!ids) {
+        await this.engine.request({ op: 'unlink', at });
+        continue;
+      }
       const reader = await FeedReader.resume(
         this.store,
         meta.agentId,
         { fenceDelayMs: this.limits.fenceDelayMs },
         meta.position,
       );
-      const ids = new Set(persistedIds(at));
       let erased = !reader;
       await reader?.next(async (records) => {
         erased = records.some((r) => ids.has(r._id) && !r.vector);

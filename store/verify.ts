@@ -32,6 +32,9 @@ import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
  *   saved by a process that is not running, or by one that has not swept since
  *   (docs/invariants.md, Erased from derived indexes). That process's next sweep, or its next
  *   hybrid recall of the agent, applies the erasure and deletes the file.
+ * - `unreadable-vector-index`: a state file in MEMGATE_VECTOR_INDEX_DIR does not read whole (a
+ *   save cut off by a machine lost before it reached the disk), so whether it holds an erased
+ *   vector cannot be told. It never opens; the next sweep deletes it.
  * - `erased-in-temporal-history`: an erased entry can still be read in a run of the agent's
  *   workflow (client/historyCheck.ts, which `memgate verify` runs beside these).
  */
@@ -46,6 +49,7 @@ export type VerifyCheck =
   | 'summary-not-current'
   | 'term-overcounted'
   | 'erased-in-vector-index'
+  | 'unreadable-vector-index'
   | 'erased-in-temporal-history';
 
 export interface VerifyFinding {
@@ -130,11 +134,28 @@ async function verifyPersistedIndexes(
   report: VerifyReport,
 ): Promise<void> {
   for (const { at, header } of persistedIndexes(opts.vectorIndexDir!)) {
+    const unreadable = (agentId: string) =>
+      report.findings.push({
+        check: 'unreadable-vector-index',
+        agentId,
+        id: at.base,
+        detail: `the index persisted at ${at.base} does not read whole, so what it holds cannot be told; the next sweep deletes it`,
+      });
+    if (!header) {
+      unreadable('');
+      continue;
+    }
     const meta = header.meta as Partial<SavedMeta> | null;
     if (meta?.database !== store.db.databaseName || meta.agentId === undefined) continue;
     const agentId = meta.agentId;
     if (opts.agentId !== undefined && agentId !== opts.agentId) continue;
-    const ids = persistedIds(at);
+    let ids: string[];
+    try {
+      ids = persistedIds(at);
+    } catch {
+      unreadable(agentId);
+      continue;
+    }
     for (let i = 0; i < ids.length; i += opts.batch) {
       const batch = ids.slice(i, i + opts.batch);
       const held = await Promise.all(

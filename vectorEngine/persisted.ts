@@ -99,12 +99,20 @@ export function persistedIds(at: PersistedAt): string[] {
   return readState(readFileSync(stateFile(at))).ids.filter((id): id is string => id !== null);
 }
 
-/** Every index persisted in `dir`, with its header. */
-export function persistedIndexes(dir: string): { at: PersistedAt; header: StateHeader }[] {
+/**
+ * Every index persisted in `dir`, with its header; undefined for a state file that does not
+ * read (cut off by a machine lost before its save reached the disk): such an index never
+ * opens, and what it holds cannot be told.
+ */
+export function persistedIndexes(dir: string): { at: PersistedAt; header: StateHeader | undefined }[] {
   return namesIn(dir)
     .filter((n) => n.endsWith('.state'))
     .map((n) => {
       const at = { base: join(dir, n.slice(0, -'.state'.length)) };
-      return { at, header: readStateHeader(at) };
+      try {
+        return { at, header: readStateHeader(at) };
+      } catch {
+        return { at, header: undefined };
+      }
     });
 }

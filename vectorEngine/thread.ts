@@ -435,6 +435,11 @@ function read<T>(buf: Buffer, offset: number, bytes: number, make: (b: ArrayBuff
   return make(copy);
 }
 
+/**
+ * The index persisted at `at`, held under `key`; null where there is none to open, and where
+ * its files do not read as a whole (a save cut off by a machine lost before it reached the
+ * disk): those are deleted, and the index is loaded from the store.
+ */
 function open(key: string, dimensions: number, at: PersistedAt): Opened | null {
   let buf: Buffer;
   try {
@@ -442,6 +447,15 @@ function open(key: string, dimensions: number, at: PersistedAt): Opened | null {
   } catch {
     return null;
   }
+  try {
+    return openState(key, dimensions, at, buf);
+  } catch {
+    unlinkPersisted(at);
+    return null;
+  }
+}
+
+function openState(key: string, dimensions: number, at: PersistedAt, buf: Buffer): Opened | null {
   const { header, ids, end } = readState(buf);
   if (header.version !== STATE_VERSION || header.dimensions !== dimensions) return null;
   const index = newIndex(dimensions);

@@ -1,9 +1,14 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, truncateSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { verifyStore } from '../../store/verify';
-import { VectorIndexes, type SemanticSearch, type VectorIndexLimits } from '../../store/vectorIndexes';
+import {
+  VectorIndexes,
+  type SavedMeta,
+  type SemanticSearch,
+  type VectorIndexLimits,
+} from '../../store/vectorIndexes';
 import { dropVectors, encodeVector, feedKey, takeChangeNumbers } from '../../store/vectors';
 import { persistedIndexes } from '../../vectorEngine/persisted';
 import { startTestEnv, type TestEnv } from '../support/env';
@@ -174,6 +179,49 @@ describe('a persisted vector index', () => {
     await next.close();
   });
 
+  it('cut off (a machine lost before its save reached the disk) is loaded afresh, swept away, and named by verify', async () => {
+    const [agentId, other] = [env.agent('cut-off'), env.agent('cut-off-other')];
+    const l = limits();
+    await append(agentId, 0, 30);
+    await append(other, 100, 30);
+    const stopped = new VectorIndexes(env.store, l);
+    await nearest(stopped, agentId, 1);
+    await nearest(stopped, other, 101);
+    await stopped.close();
+    // The agent's state file empty, as a save left it whose bytes never reached the disk.
+    const [cut] = persistedIndexes(l.persistDir!).filter(
+      (p) => (p.header?.meta as SavedMeta).agentId === agentId,
+    );
+    truncateSync(`${cut!.at.base}.state`, 0);
+    await dropVectors(env.store, other, [id(other, 104)], Date.now());
+
+    const report = await verifyStore(env.store, { batch: 100, vectorIndexDir: l.persistDir! });
+    expect(report.findings.map((f) => f.check).sort()).toEqual([
+      'erased-in-vector-index',
+      'unreadable-vector-index',
+    ]);
+
+    const next = new VectorIndexes(env.store, l);
+    // The other agent's erasure is swept all the same, and the unreadable file goes.
+    await next.sweepErasures();
+    expect(anyFileHolds(l.persistDir!, vector(104))).toBe(false);
+    expect(existsSync(`${cut!.at.base}.state`)).toBe(false);
+    expect((await verifyStore(env.store, { batch: 100, vectorIndexDir: l.persistDir! })).findings).toEqual(
+      [],
+    );
+    expect(nearestId(await nearest(next, agentId, 7))).toBe(id(agentId, 7));
+    await next.close();
+
+    // Opened with its state cut off, it is loaded from the store instead.
+    const again = persistedIndexes(l.persistDir!).find(
+      (p) => (p.header?.meta as SavedMeta).agentId === agentId,
+    );
+    truncateSync(`${again!.at.base}.state`, 3);
+    const third = new VectorIndexes(env.store, l);
+    expect(nearestId(await nearest(third, agentId, 9))).toBe(id(agentId, 9));
+    await third.close();
+  });
+
   it('is built afresh from the store once removals leave scrubs past a share of it, and saved without them', async () => {
     const agentId = env.agent('compacted');
     const l = limits();
@@ -227,7 +275,7 @@ describe('a persisted vector index', () => {
     expect(indexes.size).toBe(180);
     const [header] = persistedIndexes(l.persistDir!)
       .map((p) => p.header)
-      .filter((h) => (h.meta as { agentId?: string }).agentId === a);
+      .filter((h) => (h?.meta as { agentId?: string } | undefined)?.agentId === a);
     expect(header).toMatchObject({ scrubs: [], labels: 80 });
     await indexes.close();
   });
