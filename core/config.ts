@@ -614,7 +614,7 @@ export const CONFIG_SPECS = {
     schema: text,
     allowed: 'a directory path',
     default: '.memgate/vector-indexes',
-    doc: "where a recall-serving process persists its agents' vector indexes (derived from the store, never the only copy), so that a restart opens them and reads only the changes since instead of every vector; one directory per process, on its own disk",
+    doc: "where a recall-serving process persists its agents' vector indexes (derived from the store, never the only copy), so that a restart opens them and reads only the changes since instead of every vector; one directory per process, on its own disk: a process that finds it kept by another running one (its `owner.pid`) loads from the store and persists nothing, with a warning",
   }),
   recallIndexWaitMs: spec({
     env: 'MEMGATE_RECALL_INDEX_WAIT_MS',

@@ -10,7 +10,7 @@ import { FeedReader, type FeedPosition } from './vectorFeed';
 import { agentVectors, countVectors, decodeVector, inSpace, onVectorsCleared } from './vectors';
 import { saveNowOrWait } from '../core/indexSaves';
 import { compactionDue } from '../core/vectorCompaction';
-import { persistedIds, persistedIndexes } from '../vectorEngine/persisted';
+import { keepDirectory, persistedIds, persistedIndexes } from '../vectorEngine/persisted';
 
 export type { Neighbour };
 
@@ -258,15 +258,28 @@ export class VectorIndexes {
   /** Distinguishes this instance's indexes from another's in the same engine. */
   private readonly instance = instances++;
 
+  private readonly limits: VectorIndexLimits;
+
   constructor(
     private readonly store: Store,
-    private readonly limits: VectorIndexLimits,
+    limits: VectorIndexLimits,
   ) {
+    // One process keeps a directory (vectorEngine/persisted.ts, keepDirectory); another one
+    // loads its indexes from the store, as if it persisted none.
+    const dir = limits.persistDir;
+    const keeps = dir === undefined || keepDirectory(dir);
+    if (!keeps) {
+      process.emitWarning(
+        `${dir} (MEMGATE_VECTOR_INDEX_DIR) is kept by another running process: this one loads its vector indexes from the store and persists none; give it a directory of its own`,
+        'MemgateWarning',
+      );
+    }
+    this.limits = keeps ? limits : { ...limits, persistDir: undefined };
     this.maxVectors = limits.maxVectors;
     this.budget = VectorBudget.forProcess(limits.maxVectors);
     this.budget.members.add(this);
     this.stopListening = onVectorsCleared((agentId) => this.sweepErasures(agentId));
-    if (limits.persistDir !== undefined) {
+    if (this.limits.persistDir !== undefined) {
       // The first one interval after start, not at it: a one-shot command (a CLI write) does not
       // pay for reading the directory, and a serving process has swept within the interval.
       this.sweepTimer = setInterval(() => {

@@ -1,4 +1,13 @@
-import { closeSync, openSync, readdirSync, readFileSync, readSync, rmSync } from 'node:fs';
+import {
+  closeSync,
+  mkdirSync,
+  openSync,
+  readdirSync,
+  readFileSync,
+  readSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { PersistedAt } from './protocol';
 
@@ -115,4 +124,50 @@ export function persistedIndexes(dir: string): { at: PersistedAt; header: StateH
         return { at, header: undefined };
       }
     });
+}
+
+/** The file in a directory of persisted indexes that names the process keeping it. */
+export const OWNER_FILE = 'owner.pid';
+
+/** The directories this process keeps. */
+const kept = new Set<string>();
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    // EPERM: it runs, as another user's process.
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * Whether this process may keep its persisted indexes in `dir`: one process at a time does
+ * (two saving the same indexes under the same names would each delete the other's files). The
+ * first to ask records its pid there; a record left by a process that is gone is taken over.
+ */
+export function keepDirectory(dir: string): boolean {
+  if (kept.has(dir)) return true;
+  mkdirSync(dir, { recursive: true });
+  const owner = join(dir, OWNER_FILE);
+  for (let attempt = 0; attempt < 3; attempt++) {
+    try {
+      writeFileSync(owner, String(process.pid), { flag: 'wx' });
+      if (kept.size === 0)
+        process.once('exit', () => kept.forEach((d) => rmSync(join(d, OWNER_FILE), { force: true })));
+      kept.add(dir);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    }
+    const pid = Number(readFileSync(owner, 'utf8').trim());
+    if (pid === process.pid) {
+      kept.add(dir);
+      return true;
+    }
+    if (Number.isInteger(pid) && pid > 0 && running(pid)) return false;
+    rmSync(owner, { force: true });
+  }
+  return false;
 }

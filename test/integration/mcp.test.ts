@@ -1,4 +1,5 @@
-import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { dirname, join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
@@ -76,6 +77,8 @@ async function overStdio(): Promise<Client> {
         MEMGATE_DB: env.config.database,
         MEMGATE_TASK_QUEUE: env.config.taskQueue,
         MEMGATE_API_KEY: key,
+        // A directory of its own, as every process needs (vectorEngine/persisted.ts, keepDirectory).
+        MEMGATE_VECTOR_INDEX_DIR: join(dirname(env.config.vectorIndexDir), `mcp-${randomUUID()}`),
       },
       stderr: 'inherit',
     }),

@@ -1,4 +1,13 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync, truncateSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  truncateSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,7 +19,7 @@ import {
   type VectorIndexLimits,
 } from '../../store/vectorIndexes';
 import { dropVectors, encodeVector, feedKey, takeChangeNumbers } from '../../store/vectors';
-import { persistedIndexes } from '../../vectorEngine/persisted';
+import { OWNER_FILE, persistedIndexes } from '../../vectorEngine/persisted';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { failOnce } from '../support/faults';
 import { anyFileHolds, markerVector } from '../support/vectorBytes';
@@ -121,7 +130,7 @@ describe('a persisted vector index', () => {
     await dropVectors(env.store, agentId, [id(agentId, 3)], Date.now());
     expect(nearestId(await nearest(indexes, agentId, 3))).not.toBe(id(agentId, 3));
     // Applying the erasure deleted what was persisted, before any new save.
-    expect(readdirSync(l.persistDir!)).toEqual([]);
+    expect(readdirSync(l.persistDir!)).toEqual([OWNER_FILE]);
 
     await indexes.close();
     expect(readdirSync(l.persistDir!).length).toBeGreaterThan(0);
@@ -220,6 +229,30 @@ describe('a persisted vector index', () => {
     const third = new VectorIndexes(env.store, l);
     expect(nearestId(await nearest(third, agentId, 9))).toBe(id(agentId, 9));
     await third.close();
+  });
+
+  it('is kept by one process at a time: one that finds the directory held by another running process neither opens nor saves there', async () => {
+    const agentId = env.agent('two-processes');
+    const l = limits();
+    await append(agentId, 0, 20);
+    // Another process holds the directory (a `memgate serve` beside a `memgate worker`).
+    const other = spawn('sleep', ['60'], { stdio: 'ignore' });
+    try {
+      mkdirSync(l.persistDir!, { recursive: true });
+      writeFileSync(join(l.persistDir!, OWNER_FILE), String(other.pid));
+      const second = new VectorIndexes(env.store, l);
+      expect(nearestId(await nearest(second, agentId, 3))).toBe(id(agentId, 3));
+      await second.close();
+      expect(readdirSync(l.persistDir!)).toEqual([OWNER_FILE]);
+    } finally {
+      other.kill('SIGKILL');
+      await new Promise((done) => other.once('exit', done));
+    }
+    // Gone, it leaves the directory to the next process.
+    const next = new VectorIndexes(env.store, l);
+    expect(nearestId(await nearest(next, agentId, 4))).toBe(id(agentId, 4));
+    await next.close();
+    expect(readdirSync(l.persistDir!).length).toBeGreaterThan(1);
   });
 
   it('is built afresh from the store once removals leave scrubs past a share of it, and saved without them', async () => {

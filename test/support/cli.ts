@@ -1,5 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { dirname, join } from 'node:path';
 import { freePort } from '../../stack/stack';
 import type { TestEnv } from './env';
 
@@ -25,6 +26,8 @@ export interface CliResult {
 function processEnv(env: TestEnv, extra: Record<string, string>): NodeJS.ProcessEnv {
   return {
     ...process.env,
+    // A directory of its own, as every process needs (vectorEngine/persisted.ts, keepDirectory).
+    MEMGATE_VECTOR_INDEX_DIR: join(dirname(env.config.vectorIndexDir), `process-${randomUUID()}`),
     TEMPORAL_ADDRESS: env.endpoints.temporalAddress,
     MONGODB_URI: env.endpoints.mongoUri,
     MEMGATE_DB: env.config.database,
