@@ -1,7 +1,6 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { parseConfig } from '../../core/config';
+import { runningServers } from '../../stack/stack';
 import { useTestEnv } from '../support/env';
 import { listeningPorts } from '../support/listening';
 
@@ -16,8 +15,10 @@ const env = useTestEnv();
 
 /** The names of FerretDB's own profiles its debug server lists (`FerretDB/<type>`). */
 async function trackingProfiles(): Promise<string[]> {
-  const { stateDir, mongoPort } = parseConfig(process.env);
-  const pid = Number(readFileSync(join(stateDir, 'ferretdb.pid'), 'utf8'));
+  const config = parseConfig(process.env);
+  const { mongoPort } = config;
+  const pid = runningServers(config).ferretdb;
+  if (pid === undefined) throw new Error('the local stack runs no FerretDB');
   const [debugPort] = listeningPorts(pid).filter((port) => port !== mongoPort);
   if (debugPort === undefined) throw new Error(`FerretDB (pid ${pid}) listens on no debug port`);
   const index = await (await fetch(`http://127.0.0.1:${debugPort}/debug/pprof/`)).text();

@@ -11,6 +11,7 @@ import {
   embeddingsUp,
   localEmbeddingsUnavailable,
   portAnswers,
+  runningServers,
   stackDown,
   stackStatus,
   type StackSettings,
@@ -182,7 +183,7 @@ describe('the local stack serves embeddings', () => {
       ] as const) {
         const openai = new OpenAI({ baseURL: url, apiKey: 'none' });
         await openai.embeddings.create({ model: 'multilingual-e5-small-q4', input: ['warm'] });
-        const pid = Number(readFileSync(join(s.stateDir, `${lane}.pid`), 'utf8'));
+        const pid = runningServers(s)[lane]!;
         expect(getPriority(pid)).toBe(niceness);
         const threads = readdirSync(`/proc/${pid}/task`);
         expect(threads.length).toBeGreaterThan(0);

@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import { parseConfig } from '../../core/config';
 import { StackUnavailableError } from '../../core/errors';
-import { restartFerretDb, stackDown, type StackSettings } from '../../stack/stack';
+import { restartFerretDb, runningServers, stackDown, type StackSettings } from '../../stack/stack';
 import { startTestEnv, type TestEnv } from '../support/env';
 import { freePort, killWorker, runMemgate, spawnServe } from '../support/cli';
 import { expectVerified } from '../support/verify';
@@ -32,7 +32,11 @@ let env: TestEnv;
 let watchdog: ChildProcess | undefined;
 
 /** The pid of this test's FerretDB, as its state directory records it. */
-const ferretdbPid = () => Number(readFileSync(join(scratch, 'ferretdb.pid'), 'utf8'));
+const ferretdbPid = () => {
+  const pid = runningServers(settings).ferretdb;
+  if (pid === undefined) throw new Error("this test's FerretDB is not running");
+  return pid;
+};
 
 /**
  * The store settings of this test's processes: a pool of 16 shared by at most four (this one,
