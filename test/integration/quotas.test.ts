@@ -159,22 +159,12 @@ describe('quotas per key', () => {
     // B's first write was sent long ago and not acknowledged; the caller sends it again, and
     // while that write is under way, a write for C finds the key at its quota.
     await leaveClaim(own.keyId, 'agent', b, 2);
-    let forC: number | undefined;
-    const undo = interleaveOnce(
-      env.worker.store,
-      'agents',
-      'updateOne',
-      async () => {
-        forC = (await write(own.key, c, 'one too many')).status;
-      },
-      // B's workflow registers B before its first write.
-      (args) => (args[0] as { _id: string })._id === b,
+    const forC = await whileWriting(
+      own.key,
+      b,
+      'sent again',
+      async () => (await write(own.key, c, 'one too many')).status,
     );
-    try {
-      expect((await write(own.key, b, 'sent again')).status).toBe(200);
-    } finally {
-      undo();
-    }
     expect(forC).toBe(403);
   });
 
@@ -186,27 +176,15 @@ describe('quotas per key', () => {
     // does not renew it.
     const T = env.config.writeTimeoutMs;
     await leaveClaim(own.keyId, 'agent', b, 2, 0.4 * T);
-    let forC: number | undefined;
-    const undo = interleaveOnce(
-      env.worker.store,
-      'agents',
-      'updateOne',
-      async () => {
-        // The write has been under way 0.7 of the deadline, so within it: the claim is now
-        // 1.1 deadlines old (the clock moved for the claim alone) when C finds the quota full.
-        await env.store.keyClaims.updateOne(
-          { keyId: own.keyId, agentId: b },
-          { $set: { at: Date.now() - 1.1 * T } },
-        );
-        forC = (await write(own.key, c, 'one too many')).status;
-      },
-      (args) => (args[0] as { _id: string })._id === b,
-    );
-    try {
-      expect((await write(own.key, b, 'slow, and under way')).status).toBe(200);
-    } finally {
-      undo();
-    }
+    const forC = await whileWriting(own.key, b, 'slow, and under way', async () => {
+      // The write has been under way 0.7 of the deadline, so within it: the claim is now
+      // 1.1 deadlines old (the clock moved for the claim alone) when C finds the quota full.
+      await env.store.keyClaims.updateOne(
+        { keyId: own.keyId, agentId: b },
+        { $set: { at: Date.now() - 1.1 * T } },
+      );
+      return (await write(own.key, c, 'one too many')).status;
+    });
     expect(forC).toBe(403);
     expect((await write(own.key, b, 'b writes on')).status).toBe(200);
   });
@@ -236,6 +214,34 @@ async function leaveClaim(
 ): Promise<void> {
   const settlesIn = env.config.writeTimeoutMs;
   await claimForKey(env.store, { keyId, kind, id, max, at: Date.now() - ago, settlesIn });
+}
+
+/**
+ * `meanwhile`'s answer, run while the key's write for `agentId` is under way (as its workflow
+ * registers the agent, which it does before the first write); that write must succeed.
+ */
+async function whileWriting<T>(
+  key: string,
+  agentId: string,
+  text: string,
+  meanwhile: () => Promise<T>,
+): Promise<T> {
+  let answer: T | undefined;
+  const undo = interleaveOnce(
+    env.worker.store,
+    'agents',
+    'updateOne',
+    async () => {
+      answer = await meanwhile();
+    },
+    (args) => (args[0] as { _id: string })._id === agentId,
+  );
+  try {
+    expect((await write(key, agentId, text)).status).toBe(200);
+  } finally {
+    undo();
+  }
+  return answer!;
 }
 
 /** Every claim of the key made long enough ago to have settled. */
