@@ -11,6 +11,7 @@ import { workerDeploymentOf } from '../../worker/worker';
 import { agentMemory, writeUpdate } from '../../workflows/agentMemory';
 import { handOverSignal } from '../../workflows/support';
 import { startWorkflowEnv, updateFailure } from '../support/stubbedWorker';
+import { buildIdOf, setCurrentVersion } from '../support/versions';
 
 /**
  * An agent's run hands over to the current version of the workers (docs/versioning.md) even
@@ -47,41 +48,6 @@ function stubs(state: { storeDown: boolean }, embedded: string[]): WriteActiviti
   return { currentPolicy, registerAgent, persistWrites, embedEntries } as WriteActivities;
 }
 
-/** Makes the version current, and waits until the task queue routes by it. */
-async function setCurrentVersion(deploymentName: string, buildId: string): Promise<void> {
-  const namespace = env.namespace ?? 'default';
-  // A version exists once one of its workers has polled; until then the server refuses.
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await env.client.workflowService.setWorkerDeploymentCurrentVersion({
-        namespace,
-        deploymentName,
-        buildId,
-      });
-      break;
-    } catch (err) {
-      if (attempt >= 100) throw err;
-      await new Promise((done) => setTimeout(done, 200));
-    }
-  }
-  await vi.waitFor(
-    async () => {
-      const { workerDeploymentInfo } = await env.client.workflowService.describeWorkerDeployment({
-        namespace,
-        deploymentName,
-      });
-      // ROUTING_CONFIG_UPDATE_STATE_COMPLETED: every partition of the task queue routes by it.
-      expect(workerDeploymentInfo?.routingConfigUpdateState).toBe(2);
-    },
-    { timeout: 20_000, interval: 100 },
-  );
-}
-
-async function buildIdOf(workflowId: string): Promise<string | null | undefined> {
-  const described = await env.client.workflow.getHandle(workflowId).describe();
-  return described.raw.workflowExecutionInfo?.versioningInfo?.deploymentVersion?.buildId;
-}
-
 describe('an agent run that has not read its policy', () => {
   it('hands over to the current version when woken, and the next run takes writes and embeds them', async () => {
     const taskQueue = `handover-${randomUUID().slice(0, 8)}`;
@@ -103,7 +69,7 @@ describe('an agent run that has not read its policy', () => {
     const request: WriteRequestInput = { agentId, entries: [{ text: 'alpha' }] };
 
     await v1.runUntil(async () => {
-      await setCurrentVersion(taskQueue, 'v1');
+      await setCurrentVersion(env, taskQueue, 'v1');
       const h = await env.client.workflow.start(agentMemory, {
         taskQueue,
         workflowId: `agent-${taskQueue}`,
@@ -113,17 +79,17 @@ describe('an agent run that has not read its policy', () => {
       expect((await updateFailure(h.executeUpdate(writeUpdate, { args: [request] }))).type).toBe(
         'StackUnavailable',
       );
-      expect(await buildIdOf(h.workflowId)).toBe('v1');
+      expect(await buildIdOf(env, h.workflowId)).toBe('v1');
 
       await v2.runUntil(async () => {
-        await setCurrentVersion(taskQueue, 'v2');
+        await setCurrentVersion(env, taskQueue, 'v2');
         store.storeDown = false;
         // `memgate hand-over` wakes it.
         await h.signal(handOverSignal);
         await vi.waitFor(
           async () => {
             expect((await h.describe()).runId).not.toBe(first);
-            expect(await buildIdOf(h.workflowId)).toBe('v2');
+            expect(await buildIdOf(env, h.workflowId)).toBe('v2');
           },
           { timeout: 20_000, interval: 200 },
         );

@@ -16,6 +16,7 @@ import {
 } from '../../workflows/contextWindow';
 import { forget, forgetWorkflowId } from '../../workflows/forget';
 import { startWorkflowEnv } from '../support/stubbedWorker';
+import { buildIdOf, setCurrentVersion } from '../support/versions';
 
 /**
  * Worker Versioning on the real dev server (docs/versioning.md): two versions of the workers
@@ -58,28 +59,6 @@ function forgetStubs(calls: string[], gate: Promise<void> = Promise.resolve()): 
   } as unknown as ForgetActivities;
 }
 
-async function setCurrentVersion(deploymentName: string, buildId: string): Promise<void> {
-  // A version exists once one of its workers has polled; until then the server refuses.
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await env.client.workflowService.setWorkerDeploymentCurrentVersion({
-        namespace: env.namespace ?? 'default',
-        deploymentName,
-        buildId,
-      });
-      return;
-    } catch (err) {
-      if (attempt >= 100) throw err;
-      await new Promise((done) => setTimeout(done, 200));
-    }
-  }
-}
-
-async function buildIdOf(workflowId: string, runId?: string): Promise<string | null | undefined> {
-  const described = await env.client.workflow.getHandle(workflowId, runId).describe();
-  return described.raw.workflowExecutionInfo?.versioningInfo?.deploymentVersion?.buildId;
-}
-
 async function until(what: string, holds: () => Promise<boolean>): Promise<void> {
   for (let i = 0; i < 200 && !(await holds()); i++) await new Promise((done) => setTimeout(done, 100));
   expect(await holds(), what).toBe(true);
@@ -114,7 +93,7 @@ describe('two worker versions across an incompatible change', () => {
     });
 
     await v1.runUntil(async () => {
-      await setCurrentVersion(taskQueue, 'v1');
+      await setCurrentVersion(env, taskQueue, 'v1');
       const old = await env.client.workflow.start(forget, {
         taskQueue,
         workflowId: forgetWorkflowId('agent', 'old'),
@@ -139,11 +118,11 @@ describe('two worker versions across an incompatible change', () => {
       });
       await idle.executeUpdate(admitUpdate, { args: [{ segmentId: 'kept', tokens: 100, salience: 0.5 }] });
       await until('the old forget is under way', async () => v1Calls.includes('forgetTombstone'));
-      expect(await buildIdOf(old.workflowId)).toBe('v1');
-      expect(await buildIdOf(windowId)).toBe('v1');
+      expect(await buildIdOf(env, old.workflowId)).toBe('v1');
+      expect(await buildIdOf(env, windowId)).toBe('v1');
 
       await v2.runUntil(async () => {
-        await setCurrentVersion(taskQueue, 'v2');
+        await setCurrentVersion(env, taskQueue, 'v2');
         // A new run starts on the new code: its steps in the new order.
         const fresh = await env.client.workflow.execute(forget, {
           taskQueue,
@@ -152,7 +131,7 @@ describe('two worker versions across an incompatible change', () => {
         });
         expect(fresh).toMatchObject({ entryId: 'new' });
         expect(v2Calls).toEqual(['currentPolicy', 'forgetTombstone', 'forgetEntry', 'forgetDerived']);
-        expect(await buildIdOf(forgetWorkflowId('agent', 'new'))).toBe('v2');
+        expect(await buildIdOf(env, forgetWorkflowId('agent', 'new'))).toBe('v2');
 
         // The old run finishes on the code it began on, with no nondeterminism.
         release();
@@ -162,25 +141,25 @@ describe('two worker versions across an incompatible change', () => {
           'forgetEntry',
           'forgetDerived',
         ]);
-        expect(await buildIdOf(old.workflowId, old.firstExecutionRunId)).toBe('v1');
+        expect(await buildIdOf(env, old.workflowId, old.firstExecutionRunId)).toBe('v1');
 
         // The window's next task sees the new current version and hands over onto it,
         // carrying its segments.
         await window.executeUpdate(admitUpdate, {
           args: [{ segmentId: 'after', tokens: 100, salience: 0.5 }],
         });
-        await until('the window runs on v2', async () => (await buildIdOf(windowId)) === 'v2');
+        await until('the window runs on v2', async () => (await buildIdOf(env, windowId)) === 'v2');
         const next = await env.client.workflow.getHandle(windowId).describe();
         expect(next.runId).not.toBe(window.firstExecutionRunId);
         const view = await env.client.workflow.getHandle(windowId).query(windowQuery);
         expect(view.segments.map((s) => s.id).sort()).toEqual(['after', 'before']);
 
         // The idle window is still pinned to v1 until it is woken.
-        expect(await buildIdOf(idleId)).toBe('v1');
+        expect(await buildIdOf(env, idleId)).toBe('v1');
         // Woken again while the listing lags behind its start: a woken run with nothing to do sleeps again.
         await until('the idle window runs on v2', async () => {
           await handOverRunning(env.client, taskQueue);
-          return (await buildIdOf(idleId)) === 'v2';
+          return (await buildIdOf(env, idleId)) === 'v2';
         });
         expect((await env.client.workflow.getHandle(idleId).describe()).runId).not.toBe(
           idle.firstExecutionRunId,
