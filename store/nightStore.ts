@@ -23,7 +23,7 @@ import {
   writeSummary,
 } from './nightly';
 import { summaryId } from '../core/ids';
-import { storedEntries, tierCollection, TIERS } from './tiers';
+import { evictedFactsOf, storedEntries, tierCollection, TIERS } from './tiers';
 import { previousRunAsOf } from './runs';
 import { adjustDocumentFrequencies, documentFrequencies, termKey } from './terms';
 import { erasedAmong, erasuresUnderWay } from './erasure';
@@ -201,19 +201,7 @@ export function mongoNight(store: Store, run: NightRun, batch: number): NightSto
       return [...found.values()];
     },
     async evictedFactsAbout(subject) {
-      const stones = await store.tombstones.find({ agentId, subject }).toArray();
-      return stones.flatMap((t) =>
-        t.attribute !== undefined && t.writtenAt !== undefined
-          ? [
-              {
-                id: t._id,
-                attribute: t.attribute,
-                writtenAt: t.writtenAt,
-                ...(t.restoredAt !== undefined && { restoredAt: t.restoredAt }),
-              },
-            ]
-          : [],
-      );
+      return evictedFactsOf(await store.tombstones.find({ agentId, subject }).toArray());
     },
     documentFrequencies: (terms) => documentFrequencies(store, agentId, terms),
     async countTerms(found) {

@@ -1,9 +1,9 @@
 import type { Collection, Filter } from 'mongodb';
 import type { Entry, Tier } from '../core/entry';
-import { supersededWhileEvicted } from '../core/nightly/plans';
+import { supersededWhileEvicted, type EvictedFact } from '../core/nightly/plans';
 import { NOT_IN_HIT_VIEW, type HitView } from '../core/recall';
 import { findByIds, idLoader } from './byIds';
-import type { Store } from './db';
+import type { Store, Tombstone } from './db';
 
 /**
  * An entry's two tiers, and where in them an entry is. Mid-move an entry is in both, and hot
@@ -122,6 +122,25 @@ export async function storedEntries(
 }
 
 /**
+ * The facts these tombstones keep (an evicted fact's attribute, time and restore), as
+ * supersession reads them (core/nightly/plans.ts, supersededWhileEvicted).
+ */
+export function evictedFactsOf(stones: readonly Tombstone[]): EvictedFact[] {
+  return stones.flatMap((t) =>
+    t.attribute !== undefined && t.writtenAt !== undefined
+      ? [
+          {
+            id: t._id,
+            attribute: t.attribute,
+            writtenAt: t.writtenAt,
+            ...(t.restoredAt !== undefined && { restoredAt: t.restoredAt }),
+          },
+        ]
+      : [],
+  );
+}
+
+/**
  * The first of these deleted sources that a newer fact supersedes: its tombstone keeps its
  * subject, attribute and time, as the night's supersede phase reads them
  * (core/nightly/plans.ts, supersededWhileEvicted).
@@ -133,18 +152,7 @@ export async function supersededSinceDeleted(
 ): Promise<string | undefined> {
   const stones = [...(await findByIds(store.tombstones, ids)).values()].filter((t) => t.agentId === agentId);
   for (const subject of new Set(stones.flatMap((t) => (t.subject === undefined ? [] : [t.subject])))) {
-    const evicted = stones.flatMap((t) =>
-      t.subject === subject && t.attribute !== undefined && t.writtenAt !== undefined
-        ? [
-            {
-              id: t._id,
-              attribute: t.attribute,
-              writtenAt: t.writtenAt,
-              ...(t.restoredAt !== undefined && { restoredAt: t.restoredAt }),
-            },
-          ]
-        : [],
-    );
+    const evicted = evictedFactsOf(stones.filter((t) => t.subject === subject));
     const facts = (
       await Promise.all(TIERS.map((tier) => tierCollection(store, tier).find({ agentId, subject }).toArray()))
     ).flat();

@@ -44,15 +44,6 @@ export type { Neighbour };
  * reads every neighbour from the store before it returns it.
  */
 
-/** The entry ids an index persisted at `at` holds; undefined when its state does not read whole. */
-function readIds(at: PersistedAt): Set<string> | undefined {
-  try {
-    return new Set(persistedIds(at));
-  } catch {
-    return undefined;
-  }
-}
-
 /** Records per read while an index loads. */
 const LOAD_BATCH = 2_000;
 /**
@@ -320,11 +311,12 @@ export class VectorIndexes {
       const meta = header.meta as Partial<SavedMeta> | null;
       if (meta?.database !== this.store.db.databaseName || !meta.agentId || !meta.position) continue;
       if (agentId !== undefined && meta.agentId !== agentId) continue;
-      const ids = readIds(at);
-      if (!ids) {
+      const persisted = persistedIds(at);
+      if (!persisted) {
         await this.engine.request({ op: 'unlink', at });
         continue;
       }
+      const ids = new Set(persisted);
       const reader = await FeedReader.resume(
         this.store,
         meta.agentId,

@@ -149,10 +149,8 @@ async function verifyPersistedIndexes(
     if (meta?.database !== store.db.databaseName || meta.agentId === undefined) continue;
     const agentId = meta.agentId;
     if (opts.agentId !== undefined && agentId !== opts.agentId) continue;
-    let ids: string[];
-    try {
-      ids = persistedIds(at);
-    } catch {
+    const ids = persistedIds(at);
+    if (!ids) {
       unreadable(agentId);
       continue;
     }

@@ -103,9 +103,13 @@ export function readStateHeader(at: PersistedAt): StateHeader {
   }
 }
 
-/** The entry ids a persisted index holds. */
-export function persistedIds(at: PersistedAt): string[] {
-  return readState(readFileSync(stateFile(at))).ids.filter((id): id is string => id !== null);
+/** The entry ids a persisted index holds; undefined when its state does not read whole. */
+export function persistedIds(at: PersistedAt): string[] | undefined {
+  try {
+    return readState(readFileSync(stateFile(at))).ids.filter((id): id is string => id !== null);
+  } catch {
+    return undefined;
+  }
 }
 
 /**
