@@ -5,7 +5,7 @@ import type { VerifyReport } from '../../store/verify';
 import { adjustDocumentFrequencies } from '../../store/terms';
 import { runMemgate } from '../support/cli';
 import { interleaveOnce } from '../support/faults';
-import { untilHotEmbedded } from '../support/embedded';
+import { untilHotEmbedded, untilWritesEmbedded } from '../support/embedded';
 import { useTestEnv } from '../support/env';
 
 /**
@@ -80,8 +80,10 @@ describe('memgate verify', () => {
 
   it('names an entry that vanished, one in both tiers, and one back from behind a tombstone; exits 1', async () => {
     const { agentId } = await livedIn('verify-broken');
-    // Embedded first: an embedding under way would meet the erased entry put back below.
+    // Embedded first, by the agent's workflow too: its embedding of the first write's ids
+    // (the erased one among them) would meet the erased entry put back below, and embed it.
     await untilHotEmbedded(env.store, agentId);
+    await untilWritesEmbedded(env.client.temporal, agentId);
     // Two of the office notes, which no night summarised or superseded: what happens to them
     // is only what this test does (the store's order of the rest varies with its updates).
     const notes = (await env.store.hot.find({ agentId, kind: { $ne: 'summary' } }).toArray())

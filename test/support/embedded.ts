@@ -1,5 +1,7 @@
+import type { Client } from '@temporalio/client';
 import type { Store } from '../../store/db';
 import { hotAwaitingEmbedding } from '../../store/vectors';
+import { agentMemoryWorkflowId } from '../../workflows/agentMemory';
 
 /**
  * Until every id has a vector (of `model`, when given) and its entry records it. The agent's
@@ -37,6 +39,33 @@ export async function untilHotEmbedded(store: Store, agentId: string): Promise<v
   const deadline = Date.now() + 120_000;
   while (await hotAwaitingEmbedding(store, agentId)) {
     if (Date.now() > deadline) throw new Error(`hot entries of ${agentId} still await their vector`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/**
+ * Until the agent's workflow has embedded what its last write created: an `embedEntries` it
+ * scheduled after its last acknowledged write has completed. A night can embed those entries
+ * first, and the workflow's own call still comes, later, for the same ids.
+ */
+export async function untilWritesEmbedded(temporal: Client, agentId: string): Promise<void> {
+  const handle = temporal.workflow.getHandle(agentMemoryWorkflowId(agentId));
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    const events = (await handle.fetchHistory()).events ?? [];
+    let lastWrite = events.length - 1;
+    while (lastWrite >= 0 && !events[lastWrite]!.workflowExecutionUpdateCompletedEventAttributes) lastWrite--;
+    const scheduled = new Set(
+      events
+        .slice(lastWrite + 1)
+        .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'embedEntries')
+        .map((e) => String(e.eventId)),
+    );
+    const completed = events.some((e) =>
+      scheduled.has(String(e.activityTaskCompletedEventAttributes?.scheduledEventId)),
+    );
+    if (completed) return;
+    if (Date.now() > deadline) throw new Error(`the workflow of ${agentId} has not embedded its last write`);
     await new Promise((r) => setTimeout(r, 250));
   }
 }
