@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import type { Config } from '../core/config';
 import { BACKGROUND_SAMPLE } from '../core/hybrid';
+import { StackUnavailableError } from '../core/errors';
 import { vectorDefect, type EmbeddingSpace } from '../core/vectorDefects';
 import { VectorEngine } from '../vectorEngine/engine';
 import type { Neighbour, PersistedAt } from '../vectorEngine/protocol';
@@ -270,6 +271,7 @@ export class VectorIndexes {
     this.budget = VectorBudget.forProcess(limits.maxVectors);
     this.budget.members.add(this);
     this.stopListening = onVectorsCleared((agentId) => this.sweepErasures(agentId));
+    this.stopWatchingEngine = VectorEngine.onStopped(() => this.forgetHeld());
     if (this.limits.persistDir !== undefined) {
       // The first one interval after start, not at it: a one-shot command (a CLI write) does not
       // pay for reading the directory, and a serving process has swept within the interval.
@@ -282,6 +284,21 @@ export class VectorIndexes {
 
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private readonly stopListening: () => void;
+  private readonly stopWatchingEngine: () => void;
+
+  /**
+   * The engine's thread stopped, and every index it held with it: none is searched any more,
+   * and the agent's next recall loads it into the next engine (from its file, if this process
+   * saved one, else from the store).
+   */
+  private forgetHeld(): void {
+    for (const [key, l] of [...this.loaded]) {
+      this.loaded.delete(key);
+      l.dropped = true;
+      clearTimeout(l.saveTimer);
+      if (l.persisted) savedHere.delete(l.persisted.base);
+    }
+  }
 
   /**
    * Apply the erasures no recall has brought yet (docs/invariants.md, Erased from derived
@@ -368,6 +385,7 @@ export class VectorIndexes {
   async close(): Promise<void> {
     clearInterval(this.sweepTimer);
     this.stopListening();
+    this.stopWatchingEngine();
     const open = [...this.loaded];
     this.loaded.clear();
     this.budget.members.delete(this);
@@ -533,6 +551,7 @@ export class VectorIndexes {
     if (!pending) {
       const progress = { size: 0 };
       const done = (async () => {
+        const engine = this.engine;
         const at = this.persistedAt(agentId, space);
         const saves = at !== undefined && !savedHere.has(at.base);
         if (saves) savedHere.add(at.base);
@@ -542,6 +561,9 @@ export class VectorIndexes {
           l =
             (at && (await this.open(engineKey, agentId, space, at))) ??
             (await this.loadFromStore(engineKey, key, agentId, space, progress));
+          // Stopped after its last answer: what it loaded is gone (forgetHeld ran before this was held).
+          if (engine.stopped)
+            throw new StackUnavailableError('the vector engine thread stopped during the load');
         } catch (err) {
           // Failed as it read (the store gone): it holds nothing. Its file is the erasure
           // sweep's again, and what the engine had begun to hold goes, out of the budget.

@@ -10,6 +10,8 @@ import type { EngineReplies, EngineReply, EngineRequest } from './protocol';
  */
 export class VectorEngine {
   private static shared: VectorEngine | undefined;
+  /** Told when an engine's thread stops: every index it held is gone with it. */
+  private static readonly stopListeners = new Set<(engine: VectorEngine) => void>();
   private readonly thread: Worker;
   private readonly waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>();
   private nextId = 0;
@@ -34,10 +36,17 @@ export class VectorEngine {
       else w.reject(new Error(`vector engine: ${reply.error}`));
     });
     const fail = (err: Error) => {
+      // An 'error' is followed by an 'exit': the first tells.
+      if (this.failed) return;
       this.failed = new StackUnavailableError(`the vector engine thread stopped: ${err.message}`);
       for (const w of this.waiting.values()) w.reject(this.failed);
       this.waiting.clear();
       if (VectorEngine.shared === this) VectorEngine.shared = undefined;
+      process.emitWarning(
+        `${this.failed.message}: each agent's vector index loads again on its next recall`,
+        'MemgateWarning',
+      );
+      for (const listener of VectorEngine.stopListeners) listener(this);
     };
     this.thread.on('error', fail);
     this.thread.on('exit', (code) => fail(new Error(`exit code ${code}`)));
@@ -46,6 +55,20 @@ export class VectorEngine {
   /** The process's engine, started on first use. */
   static forProcess(): VectorEngine {
     return (VectorEngine.shared ??= new VectorEngine());
+  }
+
+  /**
+   * Call `listener` when an engine's thread stops (the next `forProcess` starts another);
+   * returns what stops the calls.
+   */
+  static onStopped(listener: (engine: VectorEngine) => void): () => void {
+    VectorEngine.stopListeners.add(listener);
+    return () => VectorEngine.stopListeners.delete(listener);
+  }
+
+  /** Whether its thread has stopped: it holds no index, and answers nothing more. */
+  get stopped(): boolean {
+    return this.failed !== undefined;
   }
 
   /** Ask the thread; a Float32Array in the request is transferred (the caller gives it up). */

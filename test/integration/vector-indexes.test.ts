@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Worker } from 'node:worker_threads';
 import { describe, expect, it } from 'vitest';
 import { VectorIndexes, type SemanticSearch } from '../../store/vectorIndexes';
 import { VectorEngine } from '../../vectorEngine/engine';
@@ -390,5 +391,23 @@ describe("a process's memory budget for vectors", () => {
       await indexes.close();
       rmSync(persistDir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('the vector indexes of a recall process, when its engine thread stops', () => {
+  /** Stops the process's engine thread as a crash in it would (its 'exit' event). */
+  async function stopEngineThread(): Promise<void> {
+    await (VectorEngine.forProcess() as unknown as { thread: Worker }).thread.terminate();
+  }
+
+  it('loads each index it held anew into the next engine, instead of searching one that is gone', async () => {
+    const agentId = env.agent('engine-stops');
+    const indexes = new VectorIndexes(env.store, { maxVectors: 1_000_000, fenceDelayMs: FENCE_MS });
+    await append(agentId, 5000, 100);
+    expect(nearestId(await indexes.nearest(agentId, MODEL, vector(5003), 1))).toBe(`${agentId}-v5003`);
+    await stopEngineThread();
+    expect(nearestId(await indexes.nearest(agentId, MODEL, vector(5007), 1))).toBe(`${agentId}-v5007`);
+    // Counted once, in the engine that holds it now.
+    expect(indexes.size).toBe(100);
   });
 });
