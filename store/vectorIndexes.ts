@@ -285,6 +285,8 @@ export class VectorIndexes {
   private readonly sweepTimer: NodeJS.Timeout | undefined;
   private readonly stopListening: () => void;
   private readonly stopWatchingEngine: () => void;
+  /** Set by close: a load that ends after it keeps nothing. */
+  private closed = false;
 
   /**
    * The engine's thread stopped, and every index it held with it: none is searched any more,
@@ -383,6 +385,7 @@ export class VectorIndexes {
    * Those with unsaved changes are saved first.
    */
   async close(): Promise<void> {
+    this.closed = true;
     clearInterval(this.sweepTimer);
     this.stopListening();
     this.stopWatchingEngine();
@@ -572,7 +575,9 @@ export class VectorIndexes {
           throw err;
         }
         if (saves) l.persisted = at;
-        if (l.noRoom || this.tooLarge.has(key)) {
+        // Closed meanwhile: it would be held outside the budget, which counts this set no more.
+        if (this.closed) l.dropped = true;
+        if (l.noRoom || this.tooLarge.has(key) || l.dropped) {
           if (saves) savedHere.delete(at.base);
           void this.engine.request({ op: 'drop', key: engineKey }).catch(() => undefined);
           return l;

@@ -411,3 +411,33 @@ describe('the vector indexes of a recall process, when its engine thread stops',
     expect(indexes.size).toBe(100);
   });
 });
+
+describe('a closed set of vector indexes', () => {
+  it('keeps nothing a load in flight at its close reads after it: the engine drops it, and it counts for no one', async () => {
+    const agentId = env.agent('closed-while-loading');
+    await append(agentId, 6000, 2_000);
+    const indexes = new VectorIndexes(env.store, {
+      maxVectors: 1_000_000,
+      loadWaitMs: 0,
+      fenceDelayMs: FENCE_MS,
+    });
+    const engine = VectorEngine.forProcess();
+    const request = engine.request.bind(engine);
+    const dropped: string[] = [];
+    engine.request = ((req: Parameters<typeof request>[0]) => {
+      if (req.op === 'drop') dropped.push(req.key);
+      return request(req);
+    }) as typeof engine.request;
+    try {
+      expect(await indexes.nearest(agentId, MODEL, vector(6003), 1)).toMatchObject({ available: false });
+      await indexes.close();
+      for (const deadline = Date.now() + 60_000; !dropped.some((k) => k.includes(agentId));) {
+        if (Date.now() > deadline) throw new Error(`no drop of the load's index; held ${indexes.size}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(indexes.size).toBe(0);
+    } finally {
+      delete (engine as { request?: unknown }).request;
+    }
+  });
+});
