@@ -236,9 +236,11 @@ class Guard {
       const release = await this.admit(this.admission.commands, operation, 1, Date.now() + timeoutMs);
       const reading = cursor.clone();
       const docs: unknown[] = [];
+      let batch: Promise<unknown> = Promise.resolve();
       try {
         for (;;) {
-          const doc = await withinDeadline(reading.next(), Date.now() + timeoutMs, operation, timeoutMs);
+          batch = reading.next();
+          const doc = await withinDeadline(batch, Date.now() + timeoutMs, operation, timeoutMs);
           if (doc === null) return docs;
           docs.push(doc);
         }
@@ -246,8 +248,11 @@ class Guard {
         if (!transient(err) || Date.now() + pause >= giveUpAt) throw asUnavailable(operation, timeoutMs, err);
         await new Promise((r) => setTimeout(r, pause));
       } finally {
-        void reading
-          .close()
+        // Past its deadline the batch may still hold its connection at the server: the unit
+        // comes back once it settles, as a command's does (run), and the cursor closes after.
+        void batch
+          .catch(() => undefined)
+          .then(() => reading.close())
           .catch(() => undefined)
           .finally(release);
       }
@@ -340,10 +345,13 @@ class Guard {
   cursor(operation: string, cursor: Cursor): Cursor {
     let held: (() => void) | undefined;
     let closed = false;
+    /** The batch last asked for: past its deadline the server may still hold a connection for it. */
+    let batch: Promise<unknown> = Promise.resolve();
     const letGo = () => {
       closed = true;
-      held?.();
+      const release = held;
       held = undefined;
+      if (release) void batch.catch(() => undefined).finally(release);
     };
     cursor.once('close', letGo);
     const step = async <R>(next: () => Promise<R>): Promise<R> => {
@@ -353,8 +361,10 @@ class Guard {
         if (closed) letGo();
       }
       const { timeoutMs } = this.limits;
+      const asked = next();
+      batch = asked;
       try {
-        return await withinDeadline(next(), Date.now() + timeoutMs, operation, timeoutMs);
+        return await withinDeadline(asked, Date.now() + timeoutMs, operation, timeoutMs);
       } catch (err) {
         throw asUnavailable(operation, timeoutMs, err);
       }
