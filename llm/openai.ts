@@ -75,18 +75,21 @@ export async function completeJson<T>(
     throw modelError(err);
   }
   // Malformed output is retryable: another sample may comply, and the retry policy bounds it.
+  // The error says where the output failed, never what it said: a retried activity's failure
+  // stays in its run's history under the deployment's payload key, which no forget shreds, and
+  // the output is made of memories (docs/erasure.md, Temporal history).
   if (!content) throw new ModelError(`${name}: the model returned no content`, true);
   let parsed: unknown;
   try {
     parsed = JSON.parse(content);
   } catch {
-    throw new ModelError(`${name}: the model's output is not JSON`, true, { content: content.slice(0, 500) });
+    throw new ModelError(`${name}: the model's output is not JSON`, true, { length: content.length });
   }
   const result = schema.safeParse(parsed);
   if (!result.success) {
     throw new ModelError(`${name}: the model's output does not match its schema`, true, {
-      content: content.slice(0, 500),
-      issues: result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`),
+      length: content.length,
+      issues: result.error.issues.map((i) => `${i.path.join('.')}: ${i.code}`),
     });
   }
   return result.data;

@@ -168,6 +168,21 @@ describe('OpenAI-compatible adapters over real HTTP', () => {
     expect((err2 as ModelError).message).toMatch(/not JSON/);
   });
 
+  it("keeps none of the model's output in its error: the error of a retried activity is kept in the run's history, which no forget reaches", async () => {
+    const sources = [{ id: 's1', text: 'Alice is allergic to orchids.' }];
+    const summariser = openAISummariser(openAIModel(settings));
+    responders.push(json(200, completion('Summary: Alice is allergic to orchids.')));
+    responders.push(answer({ summary: 7, note: 'Alice is allergic to orchids.' }));
+    for (const [i, why] of [/not JSON/, /does not match its schema/].entries()) {
+      const err = await summariser.summarise(sources).catch((e: unknown) => e);
+      expect(err, `answer ${i}`).toBeInstanceOf(ModelError);
+      expect((err as ModelError).message).toMatch(why);
+      expect(
+        JSON.stringify({ message: (err as ModelError).message, details: (err as ModelError).details }),
+      ).not.toMatch(/orchid/i);
+    }
+  });
+
   it('an error status becomes a typed ModelError, retryable only when a retry could help; the SDK does not retry', async () => {
     responders.push(json(503, { error: { message: 'overloaded', type: 'server_error' } }));
     const err = await openAIReader(openAIModel(settings))
