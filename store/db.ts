@@ -469,9 +469,11 @@ export const INDEXES: Readonly<Record<IndexedCollection, readonly Record<string,
   // `at`: the nightly pruning deletes by age (store/retention.ts); `entryId`: an entry's
   // lifecycle (store/browse.ts).
   ledger: [{ agentId: 1, runId: 1, event: 1 }, { at: 1 }, { agentId: 1, entryId: 1 }],
+  // `hitIds`, `missingIds`: an erasure deletes the records that name the erased entry.
   queries: [
     { agentId: 1, day: 1 },
     { agentId: 1, hitIds: 1 },
+    { agentId: 1, missingIds: 1 },
   ],
   termStats: [{ agentId: 1 }],
   // Read whole by the nightly fan-out: one small document per agent.

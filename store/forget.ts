@@ -236,8 +236,13 @@ export async function unlinkSupersession(
   return [...new Set(restored)];
 }
 
-/** Logged queries that returned the entry leave the query log with it. */
+/**
+ * Logged queries that returned the entry, and those a deep recall logged as missing it (its
+ * eviction tombstone held terms of its text that the query matched), leave the query log with
+ * it: either ties the query's words to the erased text.
+ */
 export async function eraseFromQueryLog(store: Store, agentId: string, id: string): Promise<number> {
-  const res = await store.queries.deleteMany({ agentId, hitIds: id });
-  return res.deletedCount;
+  const hit = await store.queries.deleteMany({ agentId, hitIds: id });
+  const missed = await store.queries.deleteMany({ agentId, missingIds: id });
+  return hit.deletedCount + missed.deletedCount;
 }

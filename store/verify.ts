@@ -266,6 +266,8 @@ async function verifyErased(store: Store, agentId: string, stone: Tombstone, rep
   }
   const queries = await store.queries.find({ agentId, hitIds: id }, { projection: { _id: 1 } }).toArray();
   if (queries.length > 0) found(`${queries.length} logged recalls returned it`);
+  const missed = await store.queries.find({ agentId, missingIds: id }, { projection: { _id: 1 } }).toArray();
+  if (missed.length > 0) found(`${missed.length} logged deep recalls name it as missing`);
   // Its record may stay (the vector feed numbers it); its embedding may not.
   const vector = await store.vectors.findOne(
     { _id: id, agentId, vector: { $exists: true } },

@@ -705,12 +705,25 @@ describe('erasure steps on the real store', () => {
         k: 5,
         hitIds: [`${a}/sibling`],
       },
+      {
+        // A deep recall whose words matched the entry's tombstone (evicted before it was erased).
+        _id: `${a}-q3`,
+        agentId: a,
+        query: 'badge code',
+        terms: ['badge', 'code'],
+        at: 1,
+        day: 0,
+        deep: true,
+        k: 5,
+        hitIds: [],
+        missingIds: [`${a}/gone`],
+      },
     ]);
     expect(await tombstoneErasure(store, a, `${a}/nope`, 9)).toBe(false);
     expect(await tombstoneErasure(store, a, `${a}/gone`, 9)).toBe(true);
     await removeSummary(store, a, `${a}/sum`, `${a}/gone`, 9);
     expect(await unlinkSupersession(store, a, `${a}/gone`, 9)).toEqual([`${a}/older`]);
-    expect(await eraseFromQueryLog(store, a, `${a}/gone`)).toBe(1);
+    expect(await eraseFromQueryLog(store, a, `${a}/gone`)).toBe(2);
     expect(await deleteEntry(store, a, `${a}/gone`)).toEqual(['hot']);
     // Rerunning every step changes nothing more.
     expect(await tombstoneErasure(store, a, `${a}/gone`, 9)).toBe(true);
