@@ -173,6 +173,11 @@ export async function entriesToEmbed(
   // Many by id in one read a tier, not a read per entry: a lane embeds up to MAX_EMBED_IDS at a
   // time, and as many point reads at once would queue the writes behind them for the store.
   const located = await locateEntries(store, agentId, unique);
+  await dropVectorsOfErased(
+    store,
+    agentId,
+    unique.filter((id) => !located.has(id)),
+  );
   const records = await findByIds(
     store.vectors,
     unique.filter((id) => located.get(id)?.entry.embeddedWith === model),
@@ -196,6 +201,20 @@ export async function entriesToEmbed(
       });
   });
   return { toEmbed, current };
+}
+
+/**
+ * Of these ids, none stored, those gone for good (behind a tombstone: erased or evicted) lose
+ * any vector they still have. An attempt that stored a vector after the entry's erasure had
+ * dropped its vectors, then failed before it looked at the entry again, left one; its retry
+ * comes here (docs/invariants.md, Erasure wins). Only behind a tombstone: an entry read
+ * mid-move can be missed in both tiers, and it keeps its vector.
+ */
+async function dropVectorsOfErased(store: Store, agentId: string, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return;
+  const stones = await findByIds(store.tombstones, ids, { _id: 1, agentId: 1 });
+  const gone = ids.filter((id) => stones.get(id)?.agentId === agentId);
+  if (gone.length > 0) await dropVectors(store, agentId, gone, Date.now());
 }
 
 /** The usable vectors of `space` these entries have (read by their ids), by id; an id without one is left out. */

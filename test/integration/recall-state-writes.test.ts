@@ -17,7 +17,9 @@ import {
   settleEmbedded,
   storeVectors,
 } from '../../store/vectors';
-import { interleaveOnce, observed } from '../support/faults';
+import { deleteEntry } from '../../store/erasure';
+import { tombstoneErasure } from '../../store/forget';
+import { failOnce, interleaveOnce, observed } from '../support/faults';
 import { episode } from '../support/memories';
 import { useTestEnv } from '../support/env';
 import { spillStep } from '../support/reclaimSteps';
@@ -250,6 +252,32 @@ describe("the agent's workflow's embedding activity", () => {
     const request = ['read entries', 'store vectors', 'read entries'];
     expect(steps).toEqual([...request, ...request]);
     expect(await env.store.vectors.countDocuments({ agentId, vector: { $exists: true } })).toBe(ids.length);
+  });
+});
+
+describe('the embedding activity, retried', () => {
+  it('drops the vector an attempt stored for an entry erased while it embedded, and failed before it looked again', async () => {
+    const agentId = env.agent('embed-erased-retry');
+    const [entry] = await writtenEntries(agentId, 1, (i) => entryId(agentId, { idempotencyKey: `e${i}` }));
+    const id = entry!._id;
+    const { toEmbed } = await entriesToEmbed(env.store, agentId, [id], SPACE);
+    // Forgotten while the attempt embeds: its drop of the vectors finds none yet.
+    await tombstoneErasure(env.store, agentId, id, T0);
+    await deleteEntry(env.store, agentId, id);
+    // The attempt stores the vector, then fails at the look that would have dropped it.
+    const undo = failOnce(env.store, 'hot', 'find');
+    try {
+      await expect(
+        storeVectors(env.store, agentId, SPACE, [{ ...toEmbed[0]!, vector: vector(0) }], T0),
+      ).rejects.toThrow(/injected failure/);
+    } finally {
+      undo();
+    }
+    const stored = () => env.store.vectors.findOne({ _id: id, vector: { $exists: true } });
+    expect(await stored()).not.toBeNull();
+    const { embedEntries } = createEmbedActivities(env.store, env.config, env.endpoints.embeddings);
+    await new MockActivityEnvironment().run(embedEntries, { agentId, ids: [id] });
+    expect(await stored()).toBeNull();
   });
 });
 
