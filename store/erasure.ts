@@ -93,9 +93,10 @@ export async function withdrawErased(
 
 /**
  * An entry leaves both tiers (it may be in both after an interrupted move), and the tier
- * counts and document frequencies follow; with `version`, only copies at that version. Its
- * terms are withdrawn before the delete, so a crash in between leaves a count too low, never
- * a term of a deleted entry (docs/invariants.md, Erasure wins).
+ * counts and document frequencies follow; with `version`, only copies at that version, and
+ * with them an older copy in the other tier. Its terms are withdrawn before the delete, so a
+ * crash in between leaves a count too low, never a term of a deleted entry
+ * (docs/invariants.md, Erasure wins).
  */
 export async function deleteEntry(
   store: Store,
@@ -118,6 +119,20 @@ export async function deleteEntry(
       ...(version !== undefined && { version }),
     });
     if (gone) removed.push({ entry: gone, tier });
+  }
+  if (version !== undefined && removed.length > 0) {
+    // A rehydration writes its hot copy a version up before it deletes the cold one: cut off in
+    // between, it left that older copy, which goes with the one deleted here (an eviction
+    // decides on the hot copy), or it would stand behind the tombstone.
+    for (const tier of TIERS) {
+      if (removed.some((r) => r.tier === tier)) continue;
+      const stale = await tierCollection(store, tier).findOneAndDelete({
+        _id: id,
+        agentId,
+        version: { $lt: version },
+      });
+      if (stale) removed.push({ entry: stale, tier });
+    }
   }
   const from = removed.map((r) => r.tier);
   await countDeleted(store, agentId, from);

@@ -252,6 +252,30 @@ describe('tier moves on the real store', () => {
   });
 });
 
+describe('eviction after a rehydration cut off between its copy and its delete', () => {
+  it('leaves neither tier: the cold copy, a version older than the hot one it evicts, goes too', async () => {
+    const a = `a-${randomUUID()}`;
+    const id = `${a}/e1`;
+    await store.cold.insertOne(entry(a, id, 'The notice period is 30 days.', { spilledAt: T0 }));
+    const restore = failOnce(store, 'cold', 'deleteOne');
+    await expect(
+      rehydrateEntry(store, ctx(a), {
+        id,
+        tier: 'cold' as const,
+        salience: { base: 0.5, at: ctx(a).asOf },
+        dormantAt: ctx(a).asOf + 1,
+      }),
+    ).rejects.toThrow(/injected/);
+    restore();
+    // No retry moved it again; a later night evicts the hot copy, the one reclaim reads.
+    expect(await tiersOf(a, id)).toEqual(['hot', 'cold']);
+    const hot = (await store.hot.findOne({ _id: id, agentId: a }))!;
+    const step: ReclaimStep = { ...spillStep(id), action: 'evict', why: 'dormant, window elapsed, subsumed' };
+    expect(await evictEntry(store, ctx(a), hot, step)).toBe(true);
+    expect(await tiersOf(a, id)).toEqual([]);
+  });
+});
+
 describe("the night's reads by term", () => {
   it('reads a few terms side by side and yields each term’s entries in the terms’ order', async () => {
     const a = `a-${randomUUID()}`;
