@@ -78,7 +78,15 @@ export async function replaceSummaryContent(
   agentId: string,
   summary: Pick<
     Entry,
-    '_id' | 'text' | 'tokens' | 'terms' | 'atoms' | 'derivedFrom' | 'lossy_summary' | 'lossyReasons'
+    | '_id'
+    | 'text'
+    | 'tokens'
+    | 'terms'
+    | 'termCounts'
+    | 'atoms'
+    | 'derivedFrom'
+    | 'lossy_summary'
+    | 'lossyReasons'
   >,
   lossless: ReadonlyMap<string, boolean>,
   erasedId: string,
@@ -108,6 +116,7 @@ export async function replaceSummaryContent(
     lossy_summary: summary.lossy_summary,
   };
   if (summary.lossyReasons !== undefined) content.lossyReasons = summary.lossyReasons;
+  if (summary.termCounts !== undefined) content.termCounts = summary.termCounts;
   // Withdrawn before the text goes: a crash in between leaves a count too low, never a term
   // of the erased entry (docs/invariants.md, Erasure wins).
   if (!current.pending?.includes('terms')) {
@@ -121,7 +130,11 @@ export async function replaceSummaryContent(
             ...content,
             pending: [...new Set([...(e.pending ?? []), 'terms' as const, 'embed' as const])],
           },
-          unset: summary.lossyReasons === undefined ? ['lossyReasons'] : [],
+          // Recall scores by the counts beside the terms: none kept rather than the old text's.
+          unset: [
+            ...(summary.lossyReasons === undefined ? ['lossyReasons' as const] : []),
+            ...(summary.termCounts === undefined ? ['termCounts' as const] : []),
+          ],
         }
       : undefined,
   );

@@ -8,6 +8,7 @@ import { awaitsCounting, refreshPolicy } from '../../core/nightly/plans';
 import { reclaimPolicy, type ReclaimStep } from '../../core/nightly/reclaim';
 import { DAY_MS, dayOf, HOUR_MS } from '../../core/salience';
 import { parseConfig } from '../../core/config';
+import { countTerms } from '../../core/text';
 import { ConflictError } from '../../core/errors';
 import { storeLimitsOf } from '../../store/guard';
 import { CALL_FAN_OUT, openStore, type Store } from '../../store/db';
@@ -846,7 +847,10 @@ describe('document frequencies on the real store', () => {
     }
     await deleteEntry(store, a, gone);
     await endErasure(store, a, gone);
-    expect((await store.hot.findOne({ _id: sum }))!.text).toBe(`- ${keptText}`);
+    const stored = (await store.hot.findOne({ _id: sum }))!;
+    expect(stored.text).toBe(`- ${keptText}`);
+    // Recall scores by the counts kept beside the terms: the new text's, not the erased one's.
+    expect(stored.termCounts).toEqual(countTerms(stored.text).termCounts);
     expect(await overcounted(a)).toEqual([]);
   });
 });
