@@ -1,5 +1,6 @@
 import type { Config } from '../core/config';
-import { InvalidConfigError } from '../core/errors';
+import { log } from '@temporalio/activity';
+import { InvalidConfigError, ModelError } from '../core/errors';
 import {
   embedEntriesInputSchema,
   parseInput,
@@ -21,6 +22,46 @@ import {
 import { heartbeat } from './liveness';
 
 /**
+ * Whether the endpoint refused a text rather than failed: an unusable vector for it, or an
+ * answer that faults the request's content (400, 413, 422: too long for the model, say).
+ */
+function refusedText(err: unknown): err is ModelError {
+  if (!(err instanceof ModelError)) return false;
+  const { defect, status } = err.details as { defect?: unknown; status?: unknown };
+  return defect !== undefined || status === 400 || status === 413 || status === 422;
+}
+
+/**
+ * The texts' vectors. When the endpoint refuses a text of them, each is embedded alone, and
+ * one refused alone is answered with its refusal; when every one is, the endpoint is at
+ * fault, not the texts, and the first failure is thrown as it is.
+ */
+async function vectorsOrRefusals(
+  e: Embedder,
+  texts: readonly string[],
+): Promise<(Float32Array | ModelError)[]> {
+  try {
+    return await e.embed(texts, 'passage');
+  } catch (err) {
+    if (texts.length === 1 || !refusedText(err)) throw err;
+    const alone: (Float32Array | ModelError)[] = [];
+    for (const text of texts) {
+      alone.push(
+        await e.embed([text], 'passage').then(
+          ([vector]) => vector!,
+          (why: unknown) => {
+            if (!refusedText(why)) throw why;
+            return why;
+          },
+        ),
+      );
+    }
+    if (alone.every((v) => v instanceof ModelError)) throw err;
+    return alone;
+  }
+}
+
+/**
  * Vectors off the write path (dual-phase): a write is acknowledged without them; the agent's
  * workflow embeds its new entries soon after, the night embeds whatever is left (and every
  * summary it writes), and `memgate reembed` converts a store to a new model. A worker with no
@@ -29,36 +70,56 @@ import { heartbeat } from './liveness';
 export function createEmbedActivities(store: Store, config: Config, endpoint: EmbeddingsEndpoint) {
   const embedder = 'queryUrls' in endpoint ? createEmbedder(config, endpoint) : undefined;
 
-  /** Embed and store the vectors of these ids that need one, then settle their work. */
+  /**
+   * Embed and store the vectors of these ids that need one, then settle their work. A text
+   * the endpoint refuses alone (refusedText) keeps its `embed` work and is logged by id: the
+   * others of its request are embedded one by one and kept, so that one text never holds back
+   * the agent's every later entry, night after night.
+   */
   async function embedIds(e: Embedder, agentId: string, ids: readonly string[]): Promise<number> {
     const { toEmbed, current } = await entriesToEmbed(store, agentId, ids, e);
     const vectors = toEmbed.length
-      ? await e.embed(
+      ? await vectorsOrRefusals(
+          e,
           toEmbed.map((t) => t.text),
-          'passage',
         )
       : [];
+    vectors.forEach((v, i) => {
+      if (v instanceof ModelError) {
+        log.warn('the embeddings endpoint refused an entry; it awaits its vector', {
+          agentId,
+          entryId: toEmbed[i]!.id,
+          error: v.message,
+        });
+      }
+    });
     const kept = await storeVectors(
       store,
       agentId,
       e,
-      toEmbed.map((t, i) => ({ ...t, vector: vectors[i]! })),
+      toEmbed.flatMap((t, i) => {
+        const vector = vectors[i]!;
+        return vector instanceof ModelError ? [] : [{ ...t, vector }];
+      }),
       Date.now(),
     );
     await settleEmbedded(store, agentId, [...current, ...kept], e.model);
     return kept.length;
   }
 
-  /** Every entry of the agent still awaiting its vector, a batch at a time, with heartbeats. */
+  /** Every entry of the agent still awaiting its vector, a request's worth at a time, with heartbeats. */
   async function embedAwaiting(e: Embedder, agentId: string, batch: number): Promise<number> {
     let embedded = 0;
     for await (const page of awaitingEmbedding(store, agentId, batch)) {
-      heartbeat({ embedded });
-      embedded += await embedIds(
-        e,
-        agentId,
-        page.map((p) => p._id),
-      );
+      // Each request's vectors kept as they come back: a failure loses one request's work.
+      for (let i = 0; i < page.length; i += EMBED_BATCH) {
+        heartbeat({ embedded });
+        embedded += await embedIds(
+          e,
+          agentId,
+          page.slice(i, i + EMBED_BATCH).map((p) => p._id),
+        );
+      }
     }
     return embedded;
   }

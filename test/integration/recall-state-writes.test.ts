@@ -1,5 +1,5 @@
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, inject, it } from 'vitest';
 import { createEmbedActivities } from '../../activities/embed';
 import { entryId } from '../../core/ids';
 import { EMBED_BATCH } from '../../llm/embedder';
@@ -20,6 +20,7 @@ import {
 import { deleteEntry } from '../../store/erasure';
 import { tombstoneErasure } from '../../store/forget';
 import { failOnce, interleaveOnce, observed } from '../support/faults';
+import { proxyEmbeddings } from '../support/embeddingsProxy';
 import { episode } from '../support/memories';
 import { useTestEnv } from '../support/env';
 import { spillStep } from '../support/reclaimSteps';
@@ -278,6 +279,48 @@ describe('the embedding activity, retried', () => {
     const { embedEntries } = createEmbedActivities(env.store, env.config, env.endpoints.embeddings);
     await new MockActivityEnvironment().run(embedEntries, { agentId, ids: [id] });
     expect(await stored()).toBeNull();
+  });
+});
+
+describe("the night's embedding, when the endpoint refuses one text", () => {
+  it('embeds and keeps every other entry, and leaves that one awaiting its vector', async () => {
+    const agentId = env.agent('embed-refused-text');
+    const written = await writtenEntries(agentId, 40, (i) => entryId(agentId, { idempotencyKey: `e${i}` }));
+    const bad = written[3]!;
+    // The real server, but a vector with no direction for the one text (an unusable answer).
+    let refusedAt: number | undefined;
+    const proxy = await proxyEmbeddings(inject('embeddingsPassagesUrl'), {
+      onRequest(body) {
+        const input = (body as { input: string[] }).input;
+        refusedAt = input.findIndex((t) => t.includes(bad.text));
+        return () => undefined;
+      },
+      onAnswer(answer) {
+        const d = refusedAt === undefined ? undefined : answer.data?.[refusedAt];
+        if (d)
+          d.embedding = Array.isArray(d.embedding)
+            ? d.embedding.map(() => 0)
+            : Buffer.alloc(4 * env.config.embeddingsDimensions).toString('base64');
+      },
+    });
+    try {
+      const { embedPhase } = createEmbedActivities(env.store, env.config, {
+        queryUrls: [proxy.url],
+        passagesUrl: proxy.url,
+      });
+      const run = { agentId, asOf: Date.now(), runId: `${agentId}:night`, policy: env.client.policy };
+      await new MockActivityEnvironment().run(embedPhase, run);
+    } finally {
+      await proxy.close();
+    }
+    const vectors = await env.store.vectors.find({ agentId, vector: { $exists: true } }).toArray();
+    expect(vectors.map((v) => v._id).sort()).toEqual(
+      written
+        .filter((e) => e !== bad)
+        .map((e) => e._id)
+        .sort(),
+    );
+    expect((await env.store.hot.findOne({ _id: bad._id }))!.pending).toContain('embed');
   });
 });
 
