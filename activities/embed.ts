@@ -6,6 +6,7 @@ import {
   parseInput,
   phaseInputSchema,
   reembedInputSchema,
+  type ReembedInput,
   type EmbedOutcome,
 } from '../core/messages';
 import { agentIdSchema } from '../core/entry';
@@ -162,7 +163,7 @@ export function createEmbedActivities(store: Store, config: Config, endpoint: Em
     },
 
     /** `memgate reembed`, second step: embed them, with the model the caller asked for. */
-    async reembedAwaiting(input: { agentId: string; model: string }): Promise<number> {
+    async reembedAwaiting(input: ReembedInput): Promise<number> {
       input = parseInput(reembedInputSchema, input, 'reembed');
       if (!embedder) {
         throw new InvalidConfigError(
@@ -178,6 +179,14 @@ export function createEmbedActivities(store: Store, config: Config, endpoint: Em
           'MEMGATE_EMBEDDINGS_MODEL',
           `the model reembed asked for (${input.model}); this worker embeds with ${embedder.model}`,
           embedder.model,
+        );
+      }
+      // So do the dimensions: a space is both (core/vectorDefects.ts, EmbeddingSpace).
+      if (input.dimensions !== undefined && embedder.dimensions !== input.dimensions) {
+        throw new InvalidConfigError(
+          'MEMGATE_EMBEDDINGS_DIMENSIONS',
+          `the dimensions reembed asked for (${input.dimensions}); this worker embeds at ${embedder.dimensions}`,
+          embedder.dimensions,
         );
       }
       return embedAwaiting(embedder, input.agentId, config.nightlyBatch);

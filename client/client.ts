@@ -392,11 +392,16 @@ export class MemgateClient {
 
   /**
    * Convert an agent's store to this client's embedding model (`memgate reembed`): resumable,
-   * and a second call while one runs joins it. Workers must embed with the same model.
+   * and a second call while one runs joins it. Workers must embed with the same model, at the
+   * same dimensions.
    */
   async reembed(input: { agentId: string }): Promise<ReembedResult> {
     const agentId = parseInput(agentIdSchema, input.agentId, 'agent id');
-    const request = { agentId, model: this.config.embeddingsModel };
+    const request = {
+      agentId,
+      model: this.config.embeddingsModel,
+      dimensions: this.config.embeddingsDimensions,
+    };
     return typed(() =>
       this.temporal.workflow.execute(reembed, {
         workflowId: reembedWorkflowId(agentId),

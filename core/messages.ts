@@ -120,10 +120,14 @@ export const embedEntriesInputSchema = z.strictObject({
   ids: z.array(entryIdSchema).min(1).max(MAX_EMBED_IDS),
 });
 
-/** `memgate reembed`: one agent's store, to the model the caller names (the worker must embed with it). */
+/**
+ * `memgate reembed`: one agent's store, to the embedding space the caller names (the worker
+ * must embed in it). The dimensions are optional for runs started before they travelled.
+ */
 export const reembedInputSchema = z.strictObject({
   agentId: agentIdSchema,
   model: z.string().min(1).max(200),
+  dimensions: z.number().int().positive().max(100_000).optional(),
 });
 export type ReembedInput = z.output<typeof reembedInputSchema>;
 

@@ -1,6 +1,7 @@
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { describe, expect, inject, it } from 'vitest';
 import { createEmbedActivities } from '../../activities/embed';
+import { InvalidConfigError } from '../../core/errors';
 import { entryId } from '../../core/ids';
 import { EMBED_BATCH } from '../../llm/embedder';
 import { buildEntry, memoryPolicy, type Entry } from '../../core/entry';
@@ -279,6 +280,23 @@ describe('the embedding activity, retried', () => {
     const { embedEntries } = createEmbedActivities(env.store, env.config, env.endpoints.embeddings);
     await new MockActivityEnvironment().run(embedEntries, { agentId, ids: [id] });
     expect(await stored()).toBeNull();
+  });
+});
+
+describe("reembed's embedding step", () => {
+  it('is refused by a worker that embeds at other dimensions than the caller asked for, as for another model', async () => {
+    const agentId = env.agent('reembed-dimensions');
+    await writtenEntries(agentId, 2, (i) => entryId(agentId, { idempotencyKey: `e${i}` }));
+    const { reembedAwaiting } = createEmbedActivities(env.store, env.config, env.endpoints.embeddings);
+    const asked = {
+      agentId,
+      model: env.config.embeddingsModel,
+      dimensions: 2 * env.config.embeddingsDimensions,
+    };
+    const refused = await new MockActivityEnvironment().run(reembedAwaiting, asked).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(InvalidConfigError);
+    expect((refused as InvalidConfigError).message).toMatch(/MEMGATE_EMBEDDINGS_DIMENSIONS/);
+    expect(await env.store.vectors.countDocuments({ agentId })).toBe(0);
   });
 });
 
