@@ -151,9 +151,17 @@ export async function expireEntry(store: Store, ctx: RunContext, entry: Entry): 
   await recordEvent(store, ctx, 'expire', entry._id, 'volatile fact past freshUntil', {
     freshUntil: entry.validity.freshUntil,
   });
-  await annotate(store, ctx.agentId, entry._id, (e) =>
+  const copies = await annotate(store, ctx.agentId, entry._id, (e) =>
     dueForExpiry(e, ctx.asOf) ? combinePatches(expirePatch(ctx.asOf), settlePatch(e, 'expire')) : undefined,
   );
+  // Renewed or gone since the plan read it: no expiry of this run stands, so none is counted.
+  if (!copies.some((c) => c.entry.expiredAt === ctx.asOf))
+    await withdrawEvent(store, ctx, 'expire', entry._id);
+}
+
+/** The record of a change that did not happen after all (the phases' counts are read from them). */
+async function withdrawEvent(store: Store, ctx: RunContext, event: string, entryId: string): Promise<void> {
+  await store.ledger.deleteOne({ _id: ledgerId(ctx, event, entryId), agentId: ctx.agentId });
 }
 
 // Refresh and rehydrate ----------------------------------------------------------------
@@ -262,6 +270,8 @@ export async function rehydrateEntry(store: Store, ctx: RunContext, step: Refres
     ...writeDayKey({ ...cold, refreshedAt: ctx.asOf }),
     version: cold.version + 1,
   }));
+  // Erased since the plan read it: nothing was moved, and nothing is counted.
+  if (moved === 'absent') await withdrawEvent(store, ctx, 'rehydrate', step.id);
   await restateForRecall(store, ctx.agentId, [step.id], ctx.asOf);
   return moved;
 }
@@ -416,7 +426,7 @@ export async function evictEntry(
     runId: ctx.runId,
   });
   if (withdrawn.deletedCount === 1) await countTombstones(store, ctx.agentId, [{ from: step.why }]);
-  await store.ledger.deleteOne({ _id: ledgerId(ctx, 'evict', entry._id), agentId: ctx.agentId });
+  await withdrawEvent(store, ctx, 'evict', entry._id);
   return false;
 }
 

@@ -23,7 +23,14 @@ import {
 import { annotate } from '../../store/annotate';
 import { beginErasure, deleteEntry, endErasure, withdrawErased } from '../../store/erasure';
 import { mongoNight } from '../../store/nightStore';
-import { evictEntry, rehydrateEntry, retireSummary, spillEntries, supersedeEntry } from '../../store/nightly';
+import {
+  evictEntry,
+  expireEntry,
+  rehydrateEntry,
+  retireSummary,
+  spillEntries,
+  supersedeEntry,
+} from '../../store/nightly';
 import type { RunContext } from '../../store/ledger';
 import { restoreEntry } from '../../store/restore';
 import { failOnce, interleaveOnce, observed } from '../support/faults';
@@ -250,6 +257,48 @@ describe('tier moves on the real store', () => {
     });
     expect(JSON.stringify(stone)).not.toContain('30 days');
     expect(await store.ledger.countDocuments({ agentId: a, event: 'evict' })).toBe(1);
+  });
+});
+
+describe("the ledger's record of a change another writer turned away", () => {
+  it('leaves with it: an expiry a renewal overtook, a rehydration a forget overtook', async () => {
+    const a = `a-${randomUUID()}`;
+    const [fact, spilled] = [`${a}/fact`, `${a}/spilled`];
+    const stale = entry(a, fact, 'The gate code is 4411.', {
+      validity: { volatile: true, freshUntil: ctx(a).asOf - 1 },
+    });
+    await insertNewEntries(store, [stale]);
+    await store.cold.insertOne(entry(a, spilled, 'The notice period is 30 days.', { spilledAt: T0 }));
+    // Renewed right before the expiry lands: the expiry declines.
+    const renew = interleaveOnce(store, 'hot', 'updateOne', async () => {
+      await store.hot.updateOne(
+        { _id: fact },
+        { $set: { 'validity.freshUntil': ctx(a).asOf + DAY_MS }, $inc: { version: 1 } },
+      );
+    });
+    try {
+      await expireEntry(store, ctx(a), stale);
+    } finally {
+      renew();
+    }
+    expect((await store.hot.findOne({ _id: fact }))!.expiredAt).toBeUndefined();
+    // Erased right before the rehydration reads it: nothing is moved.
+    const erase = interleaveOnce(store, 'cold', 'findOne', async () => {
+      await store.cold.deleteOne({ _id: spilled });
+    });
+    try {
+      await expect(
+        rehydrateEntry(store, ctx(a), {
+          id: spilled,
+          tier: 'cold' as const,
+          salience: { base: 0.5, at: ctx(a).asOf },
+          dormantAt: ctx(a).asOf + 1,
+        }),
+      ).resolves.toBe('absent');
+    } finally {
+      erase();
+    }
+    expect(await store.ledger.find({ agentId: a }).toArray()).toEqual([]);
   });
 });
 
