@@ -11,7 +11,7 @@ import { parseConfig } from '../../core/config';
 import { countTerms } from '../../core/text';
 import { ConflictError } from '../../core/errors';
 import { storeLimitsOf } from '../../store/guard';
-import { CALL_FAN_OUT, openStore, type Store } from '../../store/db';
+import { CALL_FAN_OUT, openStore, type QueryLogRecord, type Store } from '../../store/db';
 import { entriesWithTerm, insertNewEntries, logQuery, settledEntry } from '../../store/entries';
 import {
   eraseFromQueryLog,
@@ -756,42 +756,23 @@ describe('erasure steps on the real store', () => {
       deletedAt: 1,
       standIn: { summaryId: `${a}/sum`, lossy: false },
     });
+    const logged = (n: number, query: string, hitIds: string[], extra: Partial<QueryLogRecord> = {}) => ({
+      _id: `${a}-q${n}`,
+      agentId: a,
+      query,
+      terms: query.split(' '),
+      at: 1,
+      day: 0,
+      deep: false,
+      k: 5,
+      hitIds,
+      ...extra,
+    });
     await store.queries.insertMany([
-      {
-        _id: `${a}-q1`,
-        agentId: a,
-        query: 'badge code',
-        terms: ['badge', 'code'],
-        at: 1,
-        day: 0,
-        deep: false,
-        k: 5,
-        hitIds: [`${a}/gone`, `${a}/sibling`],
-      },
-      {
-        _id: `${a}-q2`,
-        agentId: a,
-        query: 'rotation',
-        terms: ['rotation'],
-        at: 1,
-        day: 0,
-        deep: false,
-        k: 5,
-        hitIds: [`${a}/sibling`],
-      },
-      {
-        // A deep recall whose words matched the entry's tombstone (evicted before it was erased).
-        _id: `${a}-q3`,
-        agentId: a,
-        query: 'badge code',
-        terms: ['badge', 'code'],
-        at: 1,
-        day: 0,
-        deep: true,
-        k: 5,
-        hitIds: [],
-        missingIds: [`${a}/gone`],
-      },
+      logged(1, 'badge code', [`${a}/gone`, `${a}/sibling`]),
+      logged(2, 'rotation', [`${a}/sibling`]),
+      // A deep recall whose words matched the entry's tombstone (evicted before it was erased).
+      logged(3, 'badge code', [], { deep: true, missingIds: [`${a}/gone`] }),
     ]);
     expect(await tombstoneErasure(store, a, `${a}/nope`, 9)).toBe(false);
     expect(await tombstoneErasure(store, a, `${a}/gone`, 9)).toBe(true);
