@@ -485,25 +485,32 @@ async function recallNow(
   }
   const result: RecallResult = { hits, retrieval, asOf: now, candidates: ranked };
   if (overBudget > 0) result.candidatesOverBudget = overBudget;
-  if (missing) {
-    result.successors = await supersessionSuccessors(store, req.agentId, hits, now, policy);
-    result.missing = missing;
-  }
-  if (!early) {
-    await logQuery(store, record(hits), before);
-  } else {
-    const settled = await early.logged;
-    if (settled) throw settled.failed;
-    const found = loggedHits(hits);
-    if (!sameHits(loggedHits(early.expected), found)) {
-      const expectedIds = new Set(early.expected.map((h) => h.id));
-      await relogHits(
-        store,
-        { _id: logId, agentId: req.agentId },
-        found,
-        found.hitIds.filter((id) => !expectedIds.has(id)),
-      );
+  try {
+    if (missing) {
+      result.successors = await supersessionSuccessors(store, req.agentId, hits, now, policy);
+      result.missing = missing;
     }
+    if (!early) {
+      await logQuery(store, record(hits), before);
+    } else {
+      const settled = await early.logged;
+      if (settled) throw settled.failed;
+      const found = loggedHits(hits);
+      if (!sameHits(loggedHits(early.expected), found)) {
+        const expectedIds = new Set(early.expected.map((h) => h.id));
+        await relogHits(
+          store,
+          { _id: logId, agentId: req.agentId },
+          found,
+          found.hitIds.filter((id) => !expectedIds.has(id)),
+        );
+      }
+    }
+  } catch (err) {
+    // No record of a recall whose caller got an error: the night refreshes and rehydrates
+    // what the log says recalls returned. A store that fails this delete too keeps it.
+    await store.queries.deleteOne({ _id: logId, agentId: req.agentId }).catch(() => undefined);
+    throw err;
   }
   return result;
 }

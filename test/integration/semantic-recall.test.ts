@@ -11,6 +11,7 @@ import { createMemgateWorker } from '../../worker/worker';
 import { VectorBudget } from '../../store/vectorIndexes';
 import { MEMORIES, PARAPHRASE } from '../support/memories';
 import { untilEmbedded } from '../support/embedded';
+import { failOnce } from '../support/faults';
 import { recordingEmbeddings } from '../support/recordingEmbeddings';
 import { embeddedQueryOf } from '../../core/recall';
 
@@ -333,6 +334,25 @@ describe('hybrid recall', () => {
     // One place is the fusion's alone.
     const one = await env.client.recall({ agentId, query: PARAPHRASE, k: 1, asOf });
     expect(one.hits.map((h) => h.id)).toEqual([all.hits[0]!.id]);
+  }, 120_000);
+
+  it('leaves no record in the query log of a recall that failed after it logged the hits it expected', async () => {
+    const { agentId, ids } = await embeddedMemories('failed-after-logging');
+    // Each hit's successor is read after the hits are ranked and logged, and that read fails.
+    const successor = `${agentId}/successor`;
+    await env.store.hot.updateMany({ agentId, _id: { $in: ids } }, { $set: { supersededBy: successor } });
+    const undo = failOnce(env.store, 'hot', 'find', undefined, (args) =>
+      JSON.stringify(args[0]).includes(successor),
+    );
+    try {
+      await expect(env.client.recall({ agentId, query: PARAPHRASE, deep: true })).rejects.toThrow(
+        /injected failure/,
+      );
+    } finally {
+      undo();
+    }
+    // The night refreshes what the log says a recall returned: this one returned nothing.
+    expect(await env.store.queries.countDocuments({ agentId })).toBe(0);
   }, 120_000);
 
   it('keeps a dormant entry out of default recall however similar it is; deep recall finds it', async () => {
