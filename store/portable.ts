@@ -329,6 +329,7 @@ class PageWriter {
       if (isErasure(stone)) this.result.erasuresNotApplied.push(stone._id);
     });
     const existing = await insertIgnoringExisting(this.store.tombstones, fresh);
+    await this.listErasuresHeldOtherwise(fresh.filter((s) => existing.has(s._id) && isErasure(s)));
     this.result.imported.tombstones += fresh.length - existing.size;
     await countTombstones(
       this.store,
@@ -336,6 +337,24 @@ class PageWriter {
       fresh.filter((stone) => !existing.has(stone._id)).map((stone) => ({ to: stone.reason })),
     );
     this.result.skipped += existing.size;
+  }
+
+  /**
+   * Erasures the file brings for ids the agent holds behind a tombstone that is not one (an
+   * eviction's keeps terms of the text, and its stand-in the facts): listed, as for an entry
+   * held, since only `forget` erases what they derived (docs/invariants.md, Erasure wins).
+   */
+  private async listErasuresHeldOtherwise(erasures: Tombstone[]): Promise<void> {
+    if (erasures.length === 0) return;
+    const held = await findByIds(
+      this.store.tombstones,
+      erasures.map((s) => s._id),
+      { agentId: 1, reason: 1 },
+    );
+    for (const { _id } of erasures) {
+      const stone = held.get(_id);
+      if (stone?.agentId === this.agentId && !isErasure(stone)) this.result.erasuresNotApplied.push(_id);
+    }
   }
 
   /**

@@ -453,6 +453,24 @@ describe('memgate export and import', () => {
     expect(await stored(target)).toEqual({ hot: 0, cold: 0, tombstone: 'erased' });
   }, 300_000);
 
+  it('lists an erasure it brings for an id the agent holds behind an eviction tombstone: only forget erases what that tombstone and its stand-in derived', async () => {
+    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+    const records = lines.map((l) => JSON.parse(l) as { type: string; _id?: string; reason?: string });
+    const erasure = records.find((r) => r.reason === 'erased')!;
+    const evicted = records.find(
+      (r) => r.type === 'tombstone' && r.reason !== undefined && r.reason !== 'erased',
+    )!;
+    // The same agent, erased elsewhere since: its erasure of the entry the agent here evicted.
+    const erasedElsewhere = join(dir, 'erased-elsewhere.jsonl');
+    writeFileSync(
+      erasedElsewhere,
+      [lines[0], JSON.stringify({ ...erasure, _id: evicted._id }), '{"type":"end","records":1}'].join('\n'),
+    );
+    const run = await importFile(source, erasedElsewhere, '--into-existing');
+    expect(run.code).toBe(0);
+    expect((JSON.parse(run.stdout) as ImportResult).erasuresNotApplied).toEqual([evicted._id]);
+  }, 300_000);
+
   it('imports into an agent that holds entries only with --into-existing, keeping what it holds', async () => {
     const refused = await importFile(target, file);
     expect(refused.code).toBe(2);
