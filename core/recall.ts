@@ -250,6 +250,13 @@ export const POSTINGS_BUDGET = { default: 200, deep: 400 } as const;
 export const MAX_TERM_READS = 8;
 
 /**
+ * Rounds of reads by term one recall makes at most: after the first, a round reads only the
+ * terms that take the places of those found empty, so a question of many words the agent
+ * never wrote costs a few more round trips, not one per word.
+ */
+export const MAX_TERM_ROUNDS = 4;
+
+/**
  * Characters of candidate text one recall ranks, at most. The budgets above bound how many
  * candidates a recall reads, not their size: deep recall's 6,400 of 16,000 characters each
  * would be 100 M. Candidates are ranked in the order they were read (the rarest terms' first,
@@ -274,16 +281,19 @@ export function withinRankedBudget(candidates: readonly Candidate[]): {
  * the rarest always does, read up to the budget. A term held by more entries than that says
  * little about which one is meant (its idf is near zero), so search engines skip it; it
  * still counts in the score of the candidates the rarer terms found. A term missing from
- * `df` (not counted yet: new since the last nightly run) counts as rare.
+ * `df` (not counted yet: new since the last nightly run) counts as rare. Terms in `empty`
+ * were read and hold nothing (a word the agent never wrote, which is uncounted too): they
+ * take no place, so the next terms are read in theirs.
  */
 export function candidateTerms(
   queryTerms: readonly string[],
   df: ReadonlyMap<string, number>,
   budget: number,
+  empty: ReadonlySet<string> = new Set(),
 ): { term: string; limit: number }[] {
-  const ordered = [...new Set(queryTerms)].sort(
-    (a, b) => (df.get(a) ?? 0) - (df.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0),
-  );
+  const ordered = [...new Set(queryTerms)]
+    .filter((t) => !empty.has(t))
+    .sort((a, b) => (df.get(a) ?? 0) - (df.get(b) ?? 0) || (a < b ? -1 : a > b ? 1 : 0));
   const chosen: { term: string; limit: number }[] = [];
   let spent = 0;
   for (const term of ordered) {

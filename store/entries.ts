@@ -2,7 +2,13 @@ import type { WriteStatus } from '../core/messages';
 import { MongoBulkWriteError, type Collection } from 'mongodb';
 import { lastWriteDay, type Entry, type Provenance, type Tier } from '../core/entry';
 import { entryId } from '../core/ids';
-import { candidateTerms, inDefaultRecall, POSTINGS_BUDGET, type Candidate } from '../core/recall';
+import {
+  candidateTerms,
+  inDefaultRecall,
+  MAX_TERM_ROUNDS,
+  POSTINGS_BUDGET,
+  type Candidate,
+} from '../core/recall';
 import { dayOf } from '../core/salience';
 import { allWithin } from '../core/allWithin';
 import { CALL_FAN_OUT, insertIgnoringExisting, type QueryLogRecord, type Store } from './db';
@@ -195,24 +201,39 @@ export async function entriesWithTerm(
  */
 export async function findCandidates(store: Store, f: CandidateFilter): Promise<Candidate[]> {
   const budget = f.deep ? POSTINGS_BUDGET.deep : POSTINGS_BUDGET.default;
-  const picked = candidateTerms(f.terms, await documentFrequencies(store, f.agentId, f.terms), budget);
+  const df = await documentFrequencies(store, f.agentId, f.terms);
   const tiers: Tier[] = f.deep ? ['hot', 'cold'] : ['hot'];
-  const postings = await allWithin(
-    tiers.flatMap((tier) => picked.map((p) => ({ tier, ...p }))),
-    CALL_FAN_OUT,
-    async ({ tier, term, limit }) => ({
-      tier,
-      entries: await entriesWithTerm(
-        tier === 'hot' ? store.hot : store.cold,
-        f.agentId,
+  const postings: { tier: Tier; term: string; entries: Entry[] }[] = [];
+  const read = new Set<string>();
+  const empty = new Set<string>();
+  // Round after round while reads find terms empty: their places go to the next terms.
+  for (let round = 0; round < MAX_TERM_ROUNDS; round++) {
+    const next = candidateTerms(f.terms, df, budget, empty).filter((p) => !read.has(p.term));
+    if (next.length === 0) break;
+    const found = await allWithin(
+      tiers.flatMap((tier) => next.map((p) => ({ tier, ...p }))),
+      CALL_FAN_OUT,
+      async ({ tier, term, limit }) => ({
+        tier,
         term,
-        limit,
-        f.deep ? 'termKeys' : 'liveKeys',
-      ),
-    }),
-  );
+        entries: await entriesWithTerm(
+          tier === 'hot' ? store.hot : store.cold,
+          f.agentId,
+          term,
+          limit,
+          f.deep ? 'termKeys' : 'liveKeys',
+        ),
+      }),
+    );
+    for (const p of next) read.add(p.term);
+    for (const p of next)
+      if (!found.some((r) => r.term === p.term && r.entries.length > 0)) empty.add(p.term);
+    postings.push(...found);
+    if (!next.some((p) => empty.has(p.term))) break;
+  }
   // Mid-move an entry can sit in both tiers (docs/invariants.md, Moves lose nothing); hot
-  // comes first and is the one reported.
+  // comes first and is the one reported (a stable sort: each tier's in the order read).
+  postings.sort((a, b) => tiers.indexOf(a.tier) - tiers.indexOf(b.tier));
   const seen = new Set<string>();
   const candidates: Candidate[] = [];
   for (const { tier, entries } of postings) {
