@@ -34,6 +34,18 @@ export interface LedgerRecord {
 /** The reason on an erasure's tombstone (`memgate forget`); a summary removed with it says why after a colon. */
 export const ERASED = 'erased';
 
+const DERIVED_FROM_ERASED = `${ERASED}: derived from erased entry `;
+
+/** The reason of a summary removed because a source it cannot be rebuilt without was erased. */
+export function derivedFromErased(erasedId: string): string {
+  return DERIVED_FROM_ERASED + erasedId;
+}
+
+/** The erased source a reason names, when it is `derivedFromErased`'s. */
+export function erasedSourceOf(reason: string): string | undefined {
+  return reason.startsWith(DERIVED_FROM_ERASED) ? reason.slice(DERIVED_FROM_ERASED.length) : undefined;
+}
+
 /** The tombstone of an erasure, or of a summary removed because one of its sources was erased. */
 export function isErasure(stone: Pick<Tombstone, 'reason'>): boolean {
   return stone.reason === ERASED || stone.reason.startsWith(`${ERASED}:`);

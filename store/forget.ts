@@ -1,7 +1,7 @@
 import { claimPatch, restoreSupersessionPatch } from '../core/nightly/clusters';
 import type { Entry } from '../core/entry';
 import { shredContentKey } from './contentKeys';
-import { ERASED, type Store } from './db';
+import { derivedFromErased, ERASED, type Store } from './db';
 import { termKeys } from './entries';
 import { adjustDocumentFrequencies } from './terms';
 import { dropVectors } from './vectors';
@@ -166,7 +166,7 @@ export async function removeSummary(
   at: number,
 ): Promise<number> {
   await beginErasure(store, agentId, summaryId);
-  const reason = `${ERASED}: derived from erased entry ${erasedId}`;
+  const reason = derivedFromErased(erasedId);
   const written = await store.tombstones.replaceOne(
     { _id: summaryId, agentId },
     { agentId, terms: [], termKeys: [], reason, deletedAt: at },

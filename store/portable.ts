@@ -14,7 +14,15 @@ import {
 } from '../core/exportFormat';
 import { countImported, countWrittenOn, registerAgent } from './agents';
 import { countChanges, countTombstones } from './census';
-import { inBatches, insertIgnoringExisting, isErasure, type Store, type Tombstone } from './db';
+import {
+  derivedFromErased,
+  erasedSourceOf,
+  inBatches,
+  insertIgnoringExisting,
+  isErasure,
+  type Store,
+  type Tombstone,
+} from './db';
 import { gateKeys, pageKeys, termKeys, writeDayKey } from './entries';
 import { findById, TIERS, tierCollection } from './tiers';
 import { findByIds } from './byIds';
@@ -278,6 +286,9 @@ class PageWriter {
       termKeys: termKeys(this.agentId, line.terms),
     };
     if (standIn) stone.standIn = { ...standIn, summaryId: this.mapId(standIn.summaryId) };
+    // The reason may name an entry too: the id it has here.
+    const source = erasedSourceOf(line.reason);
+    if (source !== undefined) stone.reason = derivedFromErased(this.mapId(source));
     return stone;
   }
 

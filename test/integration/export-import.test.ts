@@ -11,6 +11,7 @@ import { registerAgent, tierCounts } from '../../store/agents';
 import { entryId } from '../../core/ids';
 import { indexedEntry, settledEntry } from '../../store/entries';
 import { createKey } from '../../store/keys';
+import { derivedFromErased } from '../../store/db';
 import { importExport, importedId, type ImportResult } from '../../store/portable';
 import type { RecallResult } from '../../store/recall';
 import { adjustDocumentFrequencies } from '../../store/terms';
@@ -469,6 +470,22 @@ describe('memgate export and import', () => {
     const run = await importFile(source, erasedElsewhere, '--into-existing');
     expect(run.code).toBe(0);
     expect((JSON.parse(run.stdout) as ImportResult).erasuresNotApplied).toEqual([evicted._id]);
+  }, 300_000);
+
+  it("names in an erased summary's tombstone reason the id its erased source has in the agent imported into", async () => {
+    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+    const erasure = JSON.parse(
+      lines.find((l) => (JSON.parse(l) as { reason?: string }).reason === 'erased')!,
+    ) as {
+      _id: string;
+    };
+    const summary = { ...erasure, _id: `${erasure._id}-summary`, reason: derivedFromErased(erasure._id) };
+    const withSummary = join(dir, 'erased-summary.jsonl');
+    writeFileSync(withSummary, [lines[0], JSON.stringify(summary), '{"type":"end","records":1}'].join('\n'));
+    const into = env.agent('export-erased-summary');
+    expect((await importFile(into, withSummary)).code).toBe(0);
+    const stone = await env.store.tombstones.findOne({ _id: importedId(source, into, summary._id) });
+    expect(stone?.reason).toBe(derivedFromErased(importedId(source, into, erasure._id)));
   }, 300_000);
 
   it('imports into an agent that holds entries only with --into-existing, keeping what it holds', async () => {
