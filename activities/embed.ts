@@ -72,12 +72,12 @@ export function createEmbedActivities(store: Store, config: Config, endpoint: Em
   const embedder = 'queryUrls' in endpoint ? createEmbedder(config, endpoint) : undefined;
 
   /**
-   * Embed and store the vectors of these ids that need one, then settle their work. A text
-   * the endpoint refuses alone (refusedText) keeps its `embed` work and is logged by id: the
+   * Embed and store the vectors of these ids (a request's worth) that need one, then settle
+   * their work. A text the endpoint refuses alone (refusedText) keeps its `embed` work and is logged by id: the
    * others of its request are embedded one by one and kept, so that one text never holds back
    * the agent's every later entry, night after night.
    */
-  async function embedIds(e: Embedder, agentId: string, ids: readonly string[]): Promise<number> {
+  async function embedRequest(e: Embedder, agentId: string, ids: readonly string[]): Promise<number> {
     const { toEmbed, current } = await entriesToEmbed(store, agentId, ids, e);
     const vectors = toEmbed.length
       ? await vectorsOrRefusals(
@@ -108,19 +108,30 @@ export function createEmbedActivities(store: Store, config: Config, endpoint: Em
     return kept.length;
   }
 
-  /** Every entry of the agent still awaiting its vector, a request's worth at a time, with heartbeats. */
+  /**
+   * These ids, a request's worth at a time, read, embedded and stored before the next is read:
+   * the lanes of many agents wake together after a burst, and each reading its whole batch at
+   * once held the store from the writes that came next; and each request's vectors are kept
+   * as soon as they come back, so a failure loses one request's work.
+   */
+  async function embedIds(e: Embedder, agentId: string, ids: readonly string[]): Promise<number> {
+    let embedded = 0;
+    for (let i = 0; i < ids.length; i += EMBED_BATCH) {
+      heartbeat({ embedded });
+      embedded += await embedRequest(e, agentId, ids.slice(i, i + EMBED_BATCH));
+    }
+    return embedded;
+  }
+
+  /** Every entry of the agent still awaiting its vector, a page at a time. */
   async function embedAwaiting(e: Embedder, agentId: string, batch: number): Promise<number> {
     let embedded = 0;
     for await (const page of awaitingEmbedding(store, agentId, batch)) {
-      // Each request's vectors kept as they come back: a failure loses one request's work.
-      for (let i = 0; i < page.length; i += EMBED_BATCH) {
-        heartbeat({ embedded });
-        embedded += await embedIds(
-          e,
-          agentId,
-          page.slice(i, i + EMBED_BATCH).map((p) => p._id),
-        );
-      }
+      embedded += await embedIds(
+        e,
+        agentId,
+        page.map((p) => p._id),
+      );
     }
     return embedded;
   }
@@ -134,14 +145,7 @@ export function createEmbedActivities(store: Store, config: Config, endpoint: Em
     async embedEntries(input: { agentId: string; ids: string[] }): Promise<EmbedOutcome> {
       input = parseInput(embedEntriesInputSchema, input, 'embedding');
       if (!embedder) return unavailable();
-      // A request's worth at a time, read, embedded and stored before the next is read: the
-      // lanes of many agents wake together after a burst, and each reading its whole batch at
-      // once held the store from the writes that came next; each request's vectors are kept as
-      // soon as they come back, not once the last of the batch does.
-      let embedded = 0;
-      for (let i = 0; i < input.ids.length; i += EMBED_BATCH)
-        embedded += await embedIds(embedder, input.agentId, input.ids.slice(i, i + EMBED_BATCH));
-      return { embedded };
+      return { embedded: await embedIds(embedder, input.agentId, input.ids) };
     },
 
     /** The nightly `embed` phase: entries the agent's workflow missed, and tonight's summaries. */

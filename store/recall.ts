@@ -449,6 +449,15 @@ async function recallNow(
   let early:
     | { expected: Pick<RecallHit, 'id' | 'foundBy'>[]; logged: Promise<{ failed: unknown } | undefined> }
     | undefined;
+  /**
+   * No record of a recall whose caller got an error: the night refreshes and rehydrates what
+   * the log says recalls returned. Deleted once its insert has settled (a delete that ran
+   * first would leave it); a store that fails the delete too keeps it.
+   */
+  const unlog = async () => {
+    await early?.logged;
+    await store.queries.deleteOne({ _id: logId, agentId: req.agentId }).catch(() => undefined);
+  };
   if ('unavailable' in arm) {
     hits = rankScored(await scoreLexicalInTurns(queryTerms, candidates), { now, k: req.k, ...policy });
     retrieval = { mode: 'lexical', reason: arm.unavailable };
@@ -466,8 +475,7 @@ async function recallNow(
     try {
       semanticRanked = await semanticRanking(arm, now, lexical, { ...scale, depth: semanticDepth(req.k) });
     } catch (err) {
-      // No record of a recall that returned nothing.
-      if ((await logged) === undefined) await store.queries.deleteOne({ _id: logId, agentId: req.agentId });
+      await unlog();
       throw err;
     }
     const known = new Set(candidates.map((c) => c.entry._id));
@@ -507,9 +515,7 @@ async function recallNow(
       }
     }
   } catch (err) {
-    // No record of a recall whose caller got an error: the night refreshes and rehydrates
-    // what the log says recalls returned. A store that fails this delete too keeps it.
-    await store.queries.deleteOne({ _id: logId, agentId: req.agentId }).catch(() => undefined);
+    await unlog();
     throw err;
   }
   return result;

@@ -294,12 +294,7 @@ export class VectorIndexes {
    * saved one, else from the store).
    */
   private forgetHeld(): void {
-    for (const [key, l] of [...this.loaded]) {
-      this.loaded.delete(key);
-      l.dropped = true;
-      clearTimeout(l.saveTimer);
-      if (l.persisted) savedHere.delete(l.persisted.base);
-    }
+    for (const [key, l] of [...this.loaded]) this.letGo(key, l);
   }
 
   /**
@@ -373,11 +368,16 @@ export class VectorIndexes {
   }
 
   private drop(key: string, l: Loaded): void {
+    this.letGo(key, l);
+    void this.engine.request({ op: 'drop', key: l.key }).catch(() => undefined);
+  }
+
+  /** No longer held here: nothing more is sent for it, and its file is the erasure sweep's again. */
+  private letGo(key: string, l: Loaded): void {
     this.loaded.delete(key);
     l.dropped = true;
     clearTimeout(l.saveTimer);
     if (l.persisted) savedHere.delete(l.persisted.base);
-    void this.engine.request({ op: 'drop', key: l.key }).catch(() => undefined);
   }
 
   /**

@@ -196,6 +196,15 @@ async function exportToFile(agentId: string, name: string): Promise<string> {
   return file;
 }
 
+/** An export file's lines, and the first erasure's tombstone among them. */
+function exportLines(file: string): { lines: string[]; erasure: { _id: string } } {
+  const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
+  const erasure = JSON.parse(
+    lines.find((l) => (JSON.parse(l) as { reason?: string }).reason === 'erased')!,
+  ) as { _id: string };
+  return { lines, erasure };
+}
+
 async function importFile(agentId: string, file: string, ...flags: string[]) {
   return runMemgate(env, ['import', '--agent', agentId, '--file', file, ...flags]);
 }
@@ -408,12 +417,7 @@ describe('memgate export and import', () => {
   }, 300_000);
 
   it('never brings an erased id back: an entry behind an imported or a held erasure is not written', async () => {
-    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
-    const erasure = JSON.parse(
-      lines.find((l) => (JSON.parse(l) as { reason?: string }).reason === 'erased')!,
-    ) as {
-      _id: string;
-    };
+    const { lines, erasure } = exportLines(file);
     const someEntry = JSON.parse(
       lines.find((l) => (JSON.parse(l) as { type: string }).type === 'entry')!,
     ) as object;
@@ -473,12 +477,7 @@ describe('memgate export and import', () => {
   }, 300_000);
 
   it("names in an erased summary's tombstone reason the id its erased source has in the agent imported into", async () => {
-    const lines = readFileSync(file, 'utf8').trimEnd().split('\n');
-    const erasure = JSON.parse(
-      lines.find((l) => (JSON.parse(l) as { reason?: string }).reason === 'erased')!,
-    ) as {
-      _id: string;
-    };
+    const { lines, erasure } = exportLines(file);
     const summary = { ...erasure, _id: `${erasure._id}-summary`, reason: derivedFromErased(erasure._id) };
     const withSummary = join(dir, 'erased-summary.jsonl');
     writeFileSync(withSummary, [lines[0], JSON.stringify(summary), '{"type":"end","records":1}'].join('\n'));
